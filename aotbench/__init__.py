@@ -1,0 +1,35 @@
+"""aotbench: build, call and measure MindSpore-style "aot" custom-operator kernels, without MindSpore.
+
+>>> op = aotbench.Custom("kernel.cc:CustomKernel", None, np.float32, attrs={"axis": 1, "keep_dim": False})
+>>> op(x, y)
+
+Importing this package loads numpy and the core modules only (no IPython, widgets, plotting or cupy).
+"""
+
+from pathlib import Path
+
+from ._version import __version__
+from .custom import Custom
+from .errors import (AbiMismatchError, AotbenchError, ArgumentError, AttrError, CompileError, DeviceUnavailableError,
+                     Diagnostic, KernelError, LoadError, ShapeError, SymbolNotFoundError, ToolchainNotFoundError)
+from .cache import CacheError
+from .op import Op
+from .reg import CustomRegOp, DataType
+
+
+def get_include() -> str:
+    """The directory holding ``custom_aot_extra.h``, for ``-I`` when building kernels by hand."""
+    return str(Path(__file__).resolve().parent / "include")
+
+
+def examples_dir() -> Path:
+    """The directory of the example kernels that ship with aotbench (used by the demo and notebooks)."""
+    return Path(__file__).resolve().parent / "examples"
+
+
+__all__ = [
+    "__version__", "Custom", "CustomRegOp", "DataType", "Op", "get_include", "examples_dir",
+    "AotbenchError", "AbiMismatchError", "ArgumentError", "AttrError", "CacheError", "CompileError",
+    "DeviceUnavailableError", "Diagnostic", "KernelError", "LoadError", "ShapeError", "SymbolNotFoundError",
+    "ToolchainNotFoundError",
+]

@@ -1,0 +1,206 @@
+"""Compile a kernel source into a content-addressed shared library, or find it already built.
+
+:func:`build` is the only entry point. A cache hit costs a hash of the source, a stat of each file it
+included last time, and a hash of the library; it never runs the compiler. A miss compiles under an OS lock
+into a temporary file, records the compiler's dependency output, and publishes library and manifest with
+atomic renames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import cache, toolchain
+from ._version import HEADER_VERSION, __version__
+from .errors import AotbenchError, CompileError, Diagnostic
+
+_STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\n:]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built library and everything about how it was built (also in the JSON manifest beside it)."""
+
+    path: Path
+    manifest_path: Path
+    key: str
+    command: tuple[str, ...]
+    log: str
+    cache_hit: bool
+    build_time_s: float
+    dependencies: tuple[str, ...] = field(default=())
+
+    @property
+    def manifest(self) -> dict:
+        return cache.read_json(self.manifest_path) or {}
+
+
+def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
+          force: bool = False) -> Artifact:
+    """Return the library for ``source`` built with the documented command plus ``flags``.
+
+    ``force`` rebuilds even when a matching library is cached (the new build gets its own file name only if
+    its inputs differ; otherwise it replaces the entry atomically).
+    """
+    source = Path(source).expanduser().absolute()
+    try:
+        source_bytes = source.read_bytes()
+    except OSError as exc:
+        raise AotbenchError(f"cannot read kernel source {source}: {exc.strerror or exc}") from exc
+    if source.suffix not in toolchain.CXX_SUFFIXES:
+        raise AotbenchError(f"{source.name}: only C++ sources (.cc, .cpp) are built by the cpu target")
+    root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
+    compiler = toolchain.find_cxx()
+    stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
+    template = toolchain.cxx_command(compiler, source, Path("<output>"), tuple(flags))
+    base = _base_key(source_bytes, template, toolchain.compiler_identity(compiler))
+
+    if not force:
+        hit = _lookup(root, base)
+        if hit is not None:
+            return hit
+    with cache.locked(root / "locks" / f"{base}.lock"):
+        if not force:
+            hit = _lookup(root, base)  # another process may have built it while we waited
+            if hit is not None:
+                return hit
+        return _compile(root, base, stem, source, source_bytes, compiler, tuple(flags))
+
+
+def invalidate(artifact: Artifact) -> None:
+    """Forget a cached library that turned out to be unusable, so the next :func:`build` recompiles."""
+    for p in (artifact.manifest_path, artifact.path):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def _base_key(source_bytes: bytes, template: list[str], identity: str) -> str:
+    h = hashlib.sha256()
+    for part in (f"aotbench-build {__version__} header {HEADER_VERSION}", identity, json.dumps(template)):
+        h.update(part.encode() + b"\0")
+    h.update(source_bytes)
+    return h.hexdigest()[:32]
+
+
+def _lookup(root: Path, base: str) -> Artifact | None:
+    for entry in cache.index_entries(root, base):
+        try:
+            deps = [cache.DepStamp(*d) for d in entry["deps"]]
+            key = entry["key"]
+        except (KeyError, TypeError):
+            continue
+        if not all(d.still_valid() for d in deps):
+            continue
+        artifact = _load_manifest(root, key, cache_hit=True)
+        if artifact is not None:
+            return artifact
+    return None
+
+
+def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None:
+    """The artifact published as ``name``, if both files exist and the library matches its recorded hash."""
+    manifest_path = root / f"{name}.json"
+    data = cache.read_json(manifest_path)
+    if data is None:
+        return None
+    lib = root / f"{name}.so"
+    try:
+        if cache.sha256_file(lib) != data.get("artifact_sha256"):
+            return None  # truncated or replaced: rebuild
+    except OSError:
+        return None
+    return Artifact(
+        path=lib, manifest_path=manifest_path, key=name, command=tuple(data["argv"]), log=data.get("log", ""),
+        cache_hit=cache_hit, build_time_s=float(data.get("build_time_s", 0.0)),
+        dependencies=tuple(d["path"] for d in data.get("dependencies", [])),
+    )
+
+
+def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, compiler: str,
+             flags: tuple[str, ...]) -> Artifact:
+    scratch = root / "tmp" / f"{stem}-{base[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_lib, dep_file = scratch.with_suffix(".so"), scratch.with_suffix(".d")
+    argv_run = toolchain.cxx_command(compiler, source, tmp_lib, flags) + ["-MD", "-MF", str(dep_file)]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(argv_run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace", stdin=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - started
+        if proc.returncode != 0:
+            documented = toolchain.cxx_command(compiler, source, root / f"{stem}-<key>.so", flags)
+            raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
+        deps = [cache.stamp(p) for p in parse_depfile(dep_file.read_text()) if Path(p).absolute() != source]
+        key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps)).encode()).hexdigest()[:20]}"
+        lib = root / f"{key}.so"
+        argv = toolchain.cxx_command(compiler, source, lib, flags)
+        manifest = {
+            "key": key, "base_key": base, "source": str(source),
+            "source_sha256": hashlib.sha256(source_bytes).hexdigest(),
+            "argv": argv, "argv_run": argv_run, "compiler": toolchain.compiler_identity(compiler),
+            "aotbench_version": __version__, "header_version": HEADER_VERSION,
+            "log": proc.stdout, "build_time_s": round(elapsed, 4), "created": time.time(),
+            "artifact_sha256": cache.sha256_file(tmp_lib),
+            "dependencies": [{"path": d.path, "sha256": d.sha256} for d in deps],
+        }
+        os.replace(tmp_lib, lib)
+        cache.write_atomic(root / f"{key}.json", json.dumps(manifest, indent=1).encode())
+        cache.record_index_entry(root, base, {"key": key, "deps": [list(vars(d).values()) for d in deps]})
+    finally:
+        for p in (tmp_lib, dep_file):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    return Artifact(path=lib, manifest_path=root / f"{key}.json", key=key, command=tuple(argv), log=proc.stdout,
+                    cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps))
+
+
+def parse_diagnostics(log: str) -> list[Diagnostic]:
+    """GCC-style ``file:line:col: severity: message`` lines, in order."""
+    return [
+        Diagnostic(m["file"], int(m["line"]), int(m["col"]) if m["col"] else None, m["sev"], m["msg"].strip())
+        for m in _DIAGNOSTIC.finditer(log)
+    ]
+
+
+def parse_depfile(text: str) -> list[str]:
+    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``)."""
+    text = text.replace("\\\n", " ")
+    rule = text.split("\n", 1)[0]
+    # The target ends at the first ": " that is not escaped; the paths we pass contain no colon-space.
+    _, _, prereqs = rule.partition(": ")
+    deps, current, i = [], [], 0
+    while i < len(prereqs):
+        ch = prereqs[i]
+        if ch == "\\" and i + 1 < len(prereqs) and prereqs[i + 1] in " #\\":
+            current.append(prereqs[i + 1])
+            i += 2
+            continue
+        if ch == "$" and prereqs[i + 1:i + 2] == "$":
+            current.append("$")
+            i += 2
+            continue
+        if ch.isspace():
+            if current:
+                deps.append("".join(current))
+                current = []
+        else:
+            current.append(ch)
+        i += 1
+    if current:
+        deps.append("".join(current))
+    return deps

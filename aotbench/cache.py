@@ -1,0 +1,150 @@
+"""The on-disk build cache: where it lives, how its files are written, locked and found again.
+
+Layout under the cache directory (``AOTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/aotbench``, else
+``~/.cache/aotbench``):
+
+- ``<stem>-<key>.so`` and ``<stem>-<key>.json``: one library per distinct build and its manifest. ``key``
+  hashes everything that changes the binary, so a library that has been loaded is never overwritten.
+- ``index/<base>.json``: for one (source, command, compiler, header) the builds made so far, each with the
+  included files it depended on and their hashes; a lookup re-checks those files (by size and mtime, then by
+  content) without running the compiler.
+- ``locks/<base>.lock``: taken with ``fcntl.flock`` while building, so concurrent processes build once; the OS
+  releases it when a builder dies.
+- ``tmp/``: compiler output before it is published with an atomic rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import AotbenchError
+
+
+class CacheError(AotbenchError, OSError):
+    """The cache directory cannot be created or written (the message names the directory and the fix)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def default_cache_dir() -> Path:
+    """The cache directory to use when none is given, computed at call time from the environment."""
+    env = os.environ.get("AOTBENCH_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotbench"
+
+
+def prepare(root: Path) -> Path:
+    """Create the cache directory (private to the user) and its subdirectories; return its absolute path."""
+    root = Path(root).expanduser().absolute()
+    try:
+        for sub in ("", "index", "locks", "tmp"):
+            (root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(
+            f"cannot create the aotbench cache directory {root}: {exc.strerror or exc}. Point "
+            "AOTBENCH_CACHE_DIR (or cache_dir=) at a writable directory."
+        ) from exc
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise CacheError(
+            f"the aotbench cache directory {root} is not writable. Point AOTBENCH_CACHE_DIR (or cache_dir=) "
+            "at a writable directory."
+        )
+    return root
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see either the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON file's content, or None when it is missing or unreadable (a damaged entry is treated as absent)."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` for the duration of the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@dataclass(frozen=True)
+class DepStamp:
+    """An included file as it was when a build used it."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    def still_valid(self) -> bool:
+        """True when the file is unchanged: same size and mtime, or (if touched) the same content."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns:
+            return True
+        try:
+            return st.st_size == self.size and sha256_file(Path(self.path)) == self.sha256
+        except OSError:
+            return False
+
+
+def stamp(path: str) -> DepStamp:
+    st = os.stat(path)
+    return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)))
+
+
+def dependencies_key(deps: list[DepStamp]) -> str:
+    h = hashlib.sha256()
+    for d in sorted(deps, key=lambda d: d.path):
+        h.update(f"{d.path}\0{d.sha256}\0".encode())
+    return h.hexdigest()
+
+
+def index_entries(root: Path, base: str) -> list[dict]:
+    data = read_json(root / "index" / f"{base}.json")
+    entries = data.get("entries") if data else None
+    return entries if isinstance(entries, list) else []
+
+
+def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> None:
+    """Put ``entry`` first in the index for ``base`` (caller holds the base's lock)."""
+    entries = [e for e in index_entries(root, base) if e.get("key") != entry["key"]]
+    data = {"entries": [entry, *entries][:keep]}
+    write_atomic(root / "index" / f"{base}.json", json.dumps(data, indent=1).encode())

@@ -1,0 +1,101 @@
+"""``aotbench.Custom``: MindSpore's ``ops.Custom(..., "aot")`` signature and meaning, without MindSpore."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from . import build, toolchain
+from .attrs import typed
+from .errors import AotbenchError, ArgumentError, LoadError
+from .host import get_host
+from .library import check_function_name, load
+from .op import Op, OpSpec
+from .reg import OpInfo
+from .rules import count_outputs
+
+TARGETS = ("cpu", "gpu")
+
+
+def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
+           reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
+           flags: Any = None, cache_dir: str | Path | None = None, force: bool = False) -> Op:
+    """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
+
+    ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
+    documented command plus ``flags``, any other path is loaded as a prebuilt library. ``out_shape`` and
+    ``out_dtype`` are MindSpore's (``out_shape=None`` uses the kernel's ``InferShape``). Attributes come from
+    ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``.
+    """
+    spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
+                     cache_dir=cache_dir)
+    return _from_spec(spec, force=force)
+
+
+def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
+              reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
+              flags: Any = None, cache_dir: str | Path | None = None) -> OpSpec:
+    """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
+    if func_type != "aot":
+        raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
+    if not isinstance(func, str) or ":" not in func:
+        raise ArgumentError(f"func must be 'path:function_name' (e.g. './kernel.cc:CustomKernel'), got {func!r}")
+    if reg_info is not None and not isinstance(reg_info, OpInfo):
+        raise ArgumentError("reg_info must come from aotbench.CustomRegOp(...)...get_op_info()")
+    target = _resolve_target(target, reg_info)
+    merged = {a.name: a for a in (reg_info.attrs if reg_info else ())}
+    call_attrs = reg_info.call_attrs if reg_info else ()
+    for name, value in (attrs or {}).items():
+        if name in call_attrs:
+            raise ArgumentError(f"attribute {name!r} is registered without value=, so it is a call argument")
+        merged[name] = typed(name, value)
+    return OpSpec(
+        func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
+        target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs),
+    )
+
+
+def _from_spec(spec: OpSpec, force: bool = False) -> Op:
+    path_text, _, name = spec.func.partition(":")
+    check_function_name(name)
+    path = Path(path_text).expanduser()
+    if spec.target == "gpu" or path.suffix in toolchain.CUDA_SUFFIXES:
+        raise AotbenchError("the gpu target (CUDA sources) is not available in this version of aotbench yet")
+    host = get_host(spec.cache_dir)
+    if path.suffix not in toolchain.CXX_SUFFIXES:
+        if not path.exists():
+            raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
+        return Op(spec, load(path.absolute(), name), host)
+    artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force)
+    try:
+        library = load(artifact.path, name)
+    except LoadError:
+        # A cached library that no longer loads is rebuilt once; a fresh one that fails is the user's to fix.
+        if artifact.cache_hit:
+            build.invalidate(artifact)
+            artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True)
+            library = load(artifact.path, name)
+        else:
+            raise
+    return Op(spec, library, host, artifact, path.absolute())
+
+
+def _resolve_target(target: str | None, reg_info: OpInfo | None) -> str:
+    if target is None:
+        target = (reg_info.target if reg_info and reg_info.target else "cpu")
+    target = str(target).lower()
+    if target not in TARGETS:
+        raise ArgumentError(f"target={target!r}: use 'cpu' or 'gpu'")
+    return target
+
+
+def _flags(flags: Any) -> tuple[str, ...]:
+    if flags is None:
+        return ()
+    if isinstance(flags, str):
+        return tuple(shlex.split(flags))
+    if isinstance(flags, (list, tuple)) and all(isinstance(f, str) for f in flags):
+        return tuple(flags)
+    raise ArgumentError(f"flags must be a list of strings such as ['-O3'], got {flags!r}")

@@ -1,0 +1,59 @@
+"""Read the dynamic symbol table of an ELF shared library, in pure Python.
+
+Used before a library is called: to refuse one built with the other libstdc++ string ABI (its symbols name
+``__cxx11``) and to list the exported C functions when the requested one is missing.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_SHT_DYNSYM = 11
+_STT_FUNC = 2
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    defined: bool
+    is_function: bool
+
+
+def dynamic_symbols(image: bytes) -> list[Symbol]:
+    """The ``.dynsym`` entries of a 64-bit little-endian ELF image; an empty list for any other format."""
+    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
+        return []
+    try:
+        shoff, = struct.unpack_from("<Q", image, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+        out: list[Symbol] = []
+        for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+            if kind != _SHT_DYNSYM or not entsize:
+                continue
+            strtab_offset = sections[link][4]
+            for k in range(1, size // entsize):  # entry 0 is the null symbol
+                st_name, st_info, _other, st_shndx = struct.unpack_from("<IBBH", image, offset + k * entsize)
+                start = strtab_offset + st_name
+                name = image[start:image.index(b"\0", start)].decode("utf-8", "replace")
+                out.append(Symbol(name, st_shndx != 0, (st_info & 0xF) == _STT_FUNC))
+        return out
+    except (struct.error, ValueError, IndexError):
+        return []  # a damaged image is reported by the loader, not here
+
+
+def new_string_abi_symbols(symbols: list[Symbol]) -> list[str]:
+    """Undefined symbols that only a library built with ``_GLIBCXX_USE_CXX11_ABI=1`` references."""
+    return [s.name for s in symbols if not s.defined and "__cxx11" in s.name]
+
+
+def exported_c_functions(symbols: list[Symbol]) -> list[str]:
+    """Defined functions with unmangled (``extern "C"``) names, sorted."""
+    return sorted({s.name for s in symbols if s.defined and s.is_function and not s.name.startswith("_")})
+
+
+def mangled_matches(symbols: list[Symbol], name: str) -> list[str]:
+    """C++-mangled defined functions whose plain name is ``name`` (a missing ``extern "C"``)."""
+    token = f"{len(name)}{name}"
+    return [s.name for s in symbols if s.defined and s.name.startswith("_Z") and token in s.name]

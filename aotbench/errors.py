@@ -1,0 +1,163 @@
+"""Every error aotbench raises.
+
+One base class, :class:`AotbenchError`; each subclass also inherits the builtin exception a caller would
+naturally catch (``TypeError`` for a mistyped attribute, ``FileNotFoundError`` for a missing compiler ...),
+carries structured fields, and says in its message what went wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+class AotbenchError(Exception):
+    """Base class of every error raised by aotbench."""
+
+
+class ToolchainNotFoundError(AotbenchError, FileNotFoundError):
+    """The compiler needed for a build (g++ or nvcc) is not installed or not on PATH."""
+
+    def __init__(self, tool: str, hint: str):
+        self.tool = tool
+        self.hint = hint
+        super().__init__(f"{tool} was not found on PATH; {hint}")
+
+    def __str__(self) -> str:  # FileNotFoundError would otherwise format errno-style
+        return self.args[0]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler diagnostic: where (file, 1-based line and column) and what."""
+
+    file: str
+    line: int
+    column: int | None
+    severity: str  # "error", "fatal error", "warning" or "note"
+    message: str
+
+    def __str__(self) -> str:
+        col = f":{self.column}" if self.column is not None else ""
+        return f"{self.file}:{self.line}{col}: {self.severity}: {self.message}"
+
+
+class CompileError(AotbenchError):
+    """The compiler exited with a non-zero status.
+
+    ``argv`` is the command that ran, ``log`` the compiler's complete output and ``diagnostics`` the parsed
+    :class:`Diagnostic` list (errors first in the message).
+    """
+
+    def __init__(self, argv: Sequence[str], returncode: int, log: str, diagnostics: Sequence[Diagnostic]):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.log = log
+        self.diagnostics = list(diagnostics)
+        super().__init__(self._summary())
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity in ("error", "fatal error")]
+
+    def _summary(self) -> str:
+        errors = self.errors
+        head = f"compilation failed ({self.argv[0]} exited with status {self.returncode})"
+        if errors:
+            shown = "\n".join(f"  {d}" for d in errors[:5])
+            more = f"\n  ... and {len(errors) - 5} more errors" if len(errors) > 5 else ""
+            return f"{head}:\n{shown}{more}\n(the complete compiler output is in .log)"
+        tail = "\n".join(self.log.strip().splitlines()[-10:])
+        return f"{head}; last lines of the compiler output:\n{tail}"
+
+
+class LoadError(AotbenchError, OSError):
+    """A shared library could not be loaded (the dynamic loader's message is kept in ``reason``)."""
+
+    def __init__(self, path: str, reason: str, hint: str = ""):
+        self.path = path
+        self.reason = reason
+        msg = f"cannot load {path}: {reason}"
+        super().__init__(f"{msg}\n{hint}" if hint else msg)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class AbiMismatchError(AotbenchError):
+    """A library was built with the other libstdc++ string ABI (``_GLIBCXX_USE_CXX11_ABI=1``).
+
+    Calling it would garble every attribute name the kernel passes to the host, so it is refused before any call.
+    """
+
+    def __init__(self, path: str, symbols: Sequence[str]):
+        self.path = path
+        self.symbols = list(symbols)
+        shown = ", ".join(self.symbols[:3])
+        super().__init__(
+            f"{path} was built with -D_GLIBCXX_USE_CXX11_ABI=1 (it references {shown}), but aot kernels must use "
+            "the old string ABI. Rebuild it with -D_GLIBCXX_USE_CXX11_ABI=0, as the documented command does "
+            "(remove any -D_GLIBCXX_USE_CXX11_ABI=1 from your flags)."
+        )
+
+
+class SymbolNotFoundError(AotbenchError, AttributeError):
+    """The kernel function named after the colon in ``"path:name"`` is not exported by the library."""
+
+    def __init__(self, path: str, name: str, candidates: Sequence[str], mangled: Sequence[str] = ()):
+        self.path = path
+        self.name = name
+        self.candidates = list(candidates)
+        self.mangled = list(mangled)
+        msg = f"{path} exports no function named {name!r}."
+        if self.mangled:
+            msg += (
+                f" It has the C++-mangled symbol {self.mangled[0]}: declare the function extern \"C\" so it keeps "
+                "its plain name."
+            )
+        if self.candidates:
+            msg += " Exported C functions: " + ", ".join(self.candidates) + "."
+        super().__init__(msg)
+
+
+class AttrError(AotbenchError, TypeError):
+    """An attribute was missing, mistyped, or could not be represented as one of the eight attribute types."""
+
+    def __init__(self, message: str, *, name: str | None = None, requested: str | None = None,
+                 registered: str | None = None, names: Sequence[str] = ()):
+        self.name = name
+        self.requested = requested
+        self.registered = registered
+        self.names = list(names)
+        super().__init__(message)
+
+
+class ShapeError(AotbenchError, ValueError):
+    """An output shape could not be determined, or a shape rule returned something that is not a shape."""
+
+
+class ArgumentError(AotbenchError, TypeError):
+    """An op was called with the wrong number or kind of arguments, or an unsupported dtype."""
+
+
+class KernelError(AotbenchError, RuntimeError):
+    """An entry point of the kernel reported failure.
+
+    ``function`` is the C function that failed (``F``, ``FInit`` or ``FInferShape``); ``status`` its non-zero
+    return code, or ``None`` when it threw a C++ exception, whose text is then in ``exception``.
+    """
+
+    def __init__(self, function: str, status: int | None = None, exception: str | None = None):
+        self.function = function
+        self.status = status
+        self.exception = exception
+        if exception is not None:
+            msg = f"{function} threw a C++ exception: {exception}"
+        else:
+            msg = (f"{function} returned {status}; a non-zero return value is the kernel's own error code "
+                   "(0 means success)")
+        super().__init__(msg)
+
+
+class DeviceUnavailableError(AotbenchError, RuntimeError):
+    """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""

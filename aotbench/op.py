@@ -1,0 +1,374 @@
+"""The op: the callable a user holds.
+
+It owns the attributes, the output rules and a cache of *plans*, one per concrete input signature (shapes,
+dtypes, positional attribute values). A plan holds the AotExtra that ``FInit`` ran on, the workspaces, and
+the marshalled ``ndims``/``shapes``/``dtypes`` arrays, so a repeated call only allocates the outputs, writes
+data pointers and makes one ctypes call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import rules
+from .attrs import AttrKind, TypedAttr, describe, typed
+from .build import Artifact
+from .dtypes import dtype_string
+from .errors import ArgumentError, ShapeError
+from .host import CallRecord, Host
+from .library import KernelLibrary
+from .reg import OpInfo
+
+MAX_PLANS = 64
+WORKSPACE_ALIGNMENT = 64
+_MAX_WORKSPACE_SLACK = 256 << 20
+
+_addressof = ctypes.addressof
+_from_buffer = ctypes.c_char.from_buffer
+_p_int64 = ctypes.POINTER(ctypes.c_int64)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything needed to make the op again (``with_attrs``, pickling): the recipe, not the build."""
+
+    func: str
+    out_shape: Any = None
+    out_dtype: Any = None
+    reg_info: OpInfo | None = None
+    attrs: tuple[TypedAttr, ...] = ()
+    target: str = "cpu"
+    flags: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+    n_outputs: int = 1
+    call_attrs: tuple[str, ...] = field(default=())
+
+
+def workspace_allocation(requested: int) -> int:
+    """Bytes actually allocated for a workspace of ``requested`` bytes.
+
+    Generous on purpose: a kernel that asked for an element count instead of bytes writes 4x or 8x what it
+    requested, so up to 8x is allocated (the padding capped at 256 MiB), in whole 512-byte blocks.
+    """
+    padded = requested + min(7 * requested, _MAX_WORKSPACE_SLACK) + 512
+    return -(-padded // 512) * 512
+
+
+class _Plan:
+    """A prepared call for one input signature."""
+
+    __slots__ = ("record", "address", "params", "n_in", "outputs", "keepalive", "extra", "workspaces")
+
+    def __init__(self, record: CallRecord, params, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
+                 keepalive: list, extra: int, workspaces: list[tuple[int, int]]):
+        self.record = record
+        self.address = ctypes.addressof(record)
+        self.params = params
+        self.n_in = n_in
+        self.outputs = outputs
+        self.keepalive = keepalive
+        self.extra = extra
+        self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
+
+
+def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
+    """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into)."""
+    n = len(shapes)
+    dims = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in shapes]  # a 0-d shape still gets a valid pointer
+    ndims = (ctypes.c_int * max(n, 1))(*[len(s) for s in shapes])
+    shape_ptrs = (_p_int64 * max(n, 1))(*[ctypes.cast(d, _p_int64) for d in dims])
+    dtype_strs = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
+    return ndims, shape_ptrs, dtype_strs, dims
+
+
+def _release(host: Host, plans: dict) -> None:
+    for plan in plans.values():
+        host.free_extra(plan.extra)
+    plans.clear()
+
+
+class Op:
+    """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
+
+    def __init__(self, spec: OpSpec, library: KernelLibrary, host: Host, artifact: Artifact | None = None,
+                 source: Path | None = None):
+        self._spec = spec
+        self._host = host
+        self._plans: dict = {}
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _release, host, self._plans)
+        self._install(library, artifact, source)
+
+    def _install(self, library: KernelLibrary, artifact: Artifact | None, source: Path | None) -> None:
+        spec = self._spec
+        if spec.out_shape is None and not library.infer_shape:
+            raise ShapeError(
+                f"{library.name} has no {library.name}InferShape and out_shape is None, so the output shape is "
+                f"unknown. Pass out_shape= (a shape, a tuple of shapes, or a function of the input shapes) or "
+                f"define extern \"C\" std::vector<int64_t> {library.name}InferShape(int *ndims, int64_t **shapes, "
+                "AotExtra *extra).")
+        self.library = library
+        self.artifact = artifact
+        self.source = source
+        self._n_inputs = len(spec.reg_info.inputs) if spec.reg_info and spec.reg_info.inputs else None
+        self._attr_list = list(spec.attrs)
+
+    # -- what was built -------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.library.name
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return {a.name: a.value for a in self._spec.attrs}
+
+    @property
+    def command(self) -> list[str] | None:
+        """The argv that built the library (None for a prebuilt library)."""
+        return list(self.artifact.command) if self.artifact else None
+
+    @property
+    def log(self) -> str:
+        """The compiler's output (warnings) for this build; empty for a prebuilt library."""
+        return self.artifact.log if self.artifact else ""
+
+    @property
+    def spec(self) -> OpSpec:
+        return self._spec
+
+    def __repr__(self) -> str:
+        attrs = ", ".join(describe(a) for a in self._spec.attrs) or "none"
+        calls = f", call attrs: {', '.join(self._spec.call_attrs)}" if self._spec.call_attrs else ""
+        origin = f"built {self.artifact.path.name}" if self.artifact else f"prebuilt {self.library.path}"
+        return (f"<aotbench.Op {self.name} [{self._spec.target}] outputs: {self._spec.n_outputs} by "
+                f"{rules.describe_rule(self._spec.out_shape)}; attrs: {attrs}{calls}; {origin}>")
+
+    def __reduce__(self):
+        from .custom import _from_spec
+        return _from_spec, (self._spec,)
+
+    # -- derived ops ----------------------------------------------------------------------------------
+    def with_attrs(self, **attrs: Any) -> "Op":
+        """A new op on the same library with some attributes changed or added."""
+        merged = {a.name: a for a in self._spec.attrs}
+        for name, value in attrs.items():
+            if name in self._spec.call_attrs:
+                raise ArgumentError(f"{name!r} is a call argument of this op; pass it when calling")
+            merged[name] = typed(name, value)
+        spec = replace(self._spec, attrs=tuple(merged.values()))
+        return Op(spec, self.library, self._host, self.artifact, self.source)
+
+    def close(self) -> None:
+        """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
+        with self._lock:
+            _release(self._host, self._plans)
+
+    # -- calling --------------------------------------------------------------------------------------
+    def __call__(self, *args: Any):
+        n = self._n_inputs
+        if n is None or not self._spec.call_attrs:
+            arrays, extras = args, ()
+        else:
+            arrays, extras = args[:n], args[n:]
+        try:
+            key = tuple([(a.shape, a.dtype) for a in arrays])
+            if extras:
+                key += self._call_attr_key(extras)
+            plan = self._plans[key]
+        except (AttributeError, KeyError, TypeError):
+            return self._call_slow(args)
+        if n is not None and len(args) != plan.n_in + len(self._spec.call_attrs):
+            return self._call_slow(args)
+        return self._run(plan, arrays)
+
+    def _run(self, plan: _Plan, arrays) -> Any:
+        outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
+        keep = []
+        params = plan.params
+        with self._lock:
+            i = 0
+            for a in arrays:
+                try:
+                    params[i] = _addressof(_from_buffer(a))
+                except (TypeError, ValueError, BufferError):
+                    a = self._contiguous(a, i)
+                    keep.append(a)
+                    params[i] = a.ctypes.data
+                i += 1
+            for o in outs:
+                params[i] = o.ctypes.data if o.size == 0 else _addressof(_from_buffer(o))
+                i += 1
+            code = self._host.call_kernel(plan.address)
+        if code:
+            self._host.raise_for(code, self.name, plan.record.status, self._attr_list)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _contiguous(a, index: int) -> np.ndarray:
+        try:
+            return np.ascontiguousarray(a)
+        except Exception as exc:
+            raise ArgumentError(f"input {index} ({type(a).__name__}) cannot be used as a numpy array: {exc}") from exc
+
+    def _call_attr_key(self, extras) -> tuple:
+        return tuple((t.kind, t.value) for t in self._typed_call_attrs(extras))
+
+    def _typed_call_attrs(self, extras) -> list[TypedAttr]:
+        return [typed(name, v) for name, v in zip(self._spec.call_attrs, extras)]
+
+    def _split(self, args) -> tuple[list[np.ndarray], tuple]:
+        n_attr = len(self._spec.call_attrs)
+        n = self._n_inputs
+        if n is not None and len(args) != n + n_attr:
+            names = ", ".join(self._spec.reg_info.inputs)  # type: ignore[union-attr]
+            attrs = f" then {n_attr} attribute argument(s) ({', '.join(self._spec.call_attrs)})" if n_attr else ""
+            raise ArgumentError(f"{self.name} takes {n} input array(s) ({names}){attrs}; got {len(args)} arguments")
+        arrays = args[:len(args) - n_attr] if n_attr else args
+        converted = []
+        for i, a in enumerate(arrays):
+            if not isinstance(a, np.ndarray):
+                if hasattr(a, "__cuda_array_interface__"):
+                    raise ArgumentError(f"input {i} is a GPU array ({type(a).__name__}); this is a cpu op, pass a "
+                                        "numpy array (e.g. arr.get() for cupy)")
+                a = self._contiguous(a, i)
+            dtype_string(a.dtype)  # refuses object, string, datetime ... arrays
+            converted.append(a)
+        return converted, tuple(args[len(arrays):])
+
+    def _call_slow(self, args) -> Any:
+        arrays, extras = self._split(args)
+        key = tuple([(a.shape, a.dtype) for a in arrays])
+        call_attrs = self._typed_call_attrs(extras)
+        if call_attrs:
+            key += tuple((t.kind, t.value) for t in call_attrs)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._make_plan(arrays, call_attrs)
+            with self._lock:
+                if len(self._plans) >= MAX_PLANS:
+                    oldest = next(iter(self._plans))
+                    self._host.free_extra(self._plans.pop(oldest).extra)
+                self._plans[key] = plan
+        return self._run(plan, arrays)
+
+    # -- planning -------------------------------------------------------------------------------------
+    def _make_plan(self, arrays: list[np.ndarray], call_attrs: list[TypedAttr]) -> _Plan:
+        spec, host, lib = self._spec, self._host, self.library
+        attrs = self._attr_list + call_attrs
+        in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
+        in_dtypes = [a.dtype for a in arrays]
+        in_names = [dtype_string(d) for d in in_dtypes]
+        extra = host.new_extra(attrs)
+        try:
+            if spec.out_shape is None:
+                out_shapes = self._inferred_shapes(in_shapes, extra, attrs)
+            else:
+                out_shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
+            out_dtypes = rules.output_dtypes(spec.out_dtype, in_dtypes, spec.n_outputs, spec.reg_info,
+                                             tuple(in_names))
+            shapes = in_shapes + out_shapes
+            names = in_names + [dtype_string(d) for d in out_dtypes]
+            keepalive: list = []
+            if lib.init:
+                init_arrays = _tensor_arrays(shapes, names)
+                keepalive.append(init_arrays)
+                host.call_init(lib.init, *init_arrays[:3], extra, function=f"{self.name}Init", attrs=attrs)
+            requested = host.workspace_sizes(extra)
+            workspaces, ws_ptrs = [], []
+            for size in requested:
+                allocated = workspace_allocation(size)
+                raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+                offset = -raw.ctypes.data % WORKSPACE_ALIGNMENT
+                keepalive.append(raw)
+                ws_ptrs.append(raw.ctypes.data + offset)
+                workspaces.append((size, allocated))
+            ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
+                shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
+            nparam = len(shapes) + len(requested)
+            params = (ctypes.c_void_p * max(nparam, 1))()
+            for k, p in enumerate(ws_ptrs):
+                params[len(shapes) + k] = p
+            record = CallRecord(fn=lib.kernel, nparam=nparam, status=0,
+                                params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)),
+                                ndims=ctypes.cast(ndims, ctypes.POINTER(ctypes.c_int)),
+                                shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
+                                dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
+                                stream=None, extra=extra)
+            keepalive += [ndims, shape_ptrs, dtype_strs, dims, lib]
+            outputs = list(zip(out_shapes, out_dtypes))
+            return _Plan(record, params, len(arrays), outputs, keepalive, extra, workspaces)
+        except BaseException:
+            host.free_extra(extra)
+            raise
+
+    def _inferred_shapes(self, in_shapes, extra: int, attrs) -> list[tuple[int, ...]]:
+        raw = self._call_infer(in_shapes, extra, attrs)
+        out = []
+        for i, dims in enumerate(raw):
+            if any(d < 0 for d in dims):
+                raise ShapeError(
+                    f"{self.name}InferShape returned {tuple(dims)} for output {i} with concrete input shapes "
+                    f"{tuple(in_shapes)}: -1 (unknown dim) and -2 (unknown rank) are only valid when an input "
+                    "is itself unknown. Fix InferShape or pass out_shape=.")
+            out.append(tuple(dims))
+        return out
+
+    def _call_infer(self, in_shapes, extra: int, attrs) -> list[list[int]]:
+        names = ["float32"] * len(in_shapes)  # InferShape receives no dtypes
+        ndims, shape_ptrs, _, dims = _tensor_arrays(list(in_shapes), names)
+        raw = self._host.call_infer(self.library.infer_shape, self._spec.n_outputs > 1, ndims, shape_ptrs, extra,
+                                    function=f"{self.name}InferShape", attrs=attrs)
+        if len(raw) != self._spec.n_outputs:
+            raise ShapeError(f"{self.name}InferShape returned {len(raw)} shapes for an op with "
+                             f"{self._spec.n_outputs} outputs")
+        return raw
+
+    def infer_shape(self, *shapes: Any):
+        """Run only the shape rule: ``None`` for an unknown dim or an unknown rank, as InferShape's -1/-2.
+
+        Arguments are input shapes (``None`` inside a shape is an unknown dim, ``None`` for a whole shape an
+        unknown rank), then the values of call attributes, if the op has any.
+        """
+        n_attr = len(self._spec.call_attrs)
+        shape_args, extras = (shapes[:len(shapes) - n_attr], shapes[len(shapes) - n_attr:]) if n_attr else (shapes, ())
+        coded = []
+        for i, s in enumerate(shape_args):
+            if s is None:
+                coded.append((-2,))
+            elif isinstance(s, (list, tuple)) and all(d is None or (isinstance(d, int) and d >= 0) for d in s):
+                coded.append(tuple(-1 if d is None else int(d) for d in s))
+            else:
+                raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
+        if self._spec.out_shape is not None:
+            if any(-1 in s or -2 in s for s in coded) and callable(self._spec.out_shape):
+                raise ShapeError("out_shape is a function of concrete shapes; it cannot infer from unknown dims")
+            result = rules.output_shapes(self._spec.out_shape, coded, self._spec.n_outputs)
+        else:
+            attrs = self._attr_list + self._typed_call_attrs(extras)
+            extra = self._host.new_extra(attrs)
+            try:
+                result = self._call_infer(coded, extra, attrs)
+            finally:
+                self._host.free_extra(extra)
+        decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
+        return decoded[0] if self._spec.n_outputs == 1 else tuple(decoded)
+
+    def plan_info(self, *arrays: Any) -> dict:
+        """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""
+        converted, extras = self._split(arrays)
+        plan = self._make_plan(converted, self._typed_call_attrs(extras))
+        try:
+            return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],
+                    "workspaces": [{"requested": r, "allocated": a} for r, a in plan.workspaces]}
+        finally:
+            self._host.free_extra(plan.extra)
+
+
+__all__ = ["Op", "OpSpec", "workspace_allocation", "AttrKind"]
