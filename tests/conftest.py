@@ -1,0 +1,43 @@
+"""Shared fixtures: every test builds into a temporary cache, never the user's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory) -> Path:
+    """One cache directory for the whole session (the native host is built into it once)."""
+    path = tmp_path_factory.mktemp("aotbench-cache")
+    old = os.environ.get("AOTBENCH_CACHE_DIR")
+    os.environ["AOTBENCH_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("AOTBENCH_CACHE_DIR", None)
+    else:
+        os.environ["AOTBENCH_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def kernels() -> Path:
+    """The directory of the test kernel sources."""
+    return KERNELS
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A freshly seeded generator per test (the seed is printed on failure by pytest's -ra summary via repr)."""
+    return np.random.default_rng()
+
+
+@pytest.fixture
+def examples() -> Path:
+    import aotbench
+
+    return aotbench.examples_dir()
