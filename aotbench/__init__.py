@@ -9,10 +9,22 @@ Importing this package loads numpy and the core modules only (no IPython, widget
 from pathlib import Path
 
 from ._version import __version__
-from .custom import Custom
-from .errors import (AbiMismatchError, AotbenchError, ArgumentError, AttrError, CompileError, DeviceUnavailableError,
-                     Diagnostic, KernelError, LoadError, ShapeError, SymbolNotFoundError, ToolchainNotFoundError)
 from .cache import CacheError
+from .custom import Custom
+from .errors import (
+    AbiMismatchError,
+    AotbenchError,
+    ArgumentError,
+    AttrError,
+    CompileError,
+    DeviceUnavailableError,
+    Diagnostic,
+    KernelError,
+    LoadError,
+    ShapeError,
+    SymbolNotFoundError,
+    ToolchainNotFoundError,
+)
 from .op import Op
 from .reg import CustomRegOp, DataType
 
@@ -28,8 +40,24 @@ def examples_dir() -> Path:
 
 
 __all__ = [
-    "__version__", "Custom", "CustomRegOp", "DataType", "Op", "get_include", "examples_dir",
-    "AotbenchError", "AbiMismatchError", "ArgumentError", "AttrError", "CacheError", "CompileError",
-    "DeviceUnavailableError", "Diagnostic", "KernelError", "LoadError", "ShapeError", "SymbolNotFoundError",
+    "AbiMismatchError",
+    "AotbenchError",
+    "ArgumentError",
+    "AttrError",
+    "CacheError",
+    "CompileError",
+    "Custom",
+    "CustomRegOp",
+    "DataType",
+    "DeviceUnavailableError",
+    "Diagnostic",
+    "KernelError",
+    "LoadError",
+    "Op",
+    "ShapeError",
+    "SymbolNotFoundError",
     "ToolchainNotFoundError",
+    "__version__",
+    "examples_dir",
+    "get_include",
 ]

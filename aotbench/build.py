@@ -137,7 +137,7 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
     argv_run = toolchain.cxx_command(compiler, source, tmp_lib, flags) + ["-MD", "-MF", str(dep_file)]
     started = time.perf_counter()
     try:
-        proc = subprocess.run(argv_run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        proc = subprocess.run(argv_run, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               errors="replace", stdin=subprocess.DEVNULL)
         elapsed = time.perf_counter() - started
         if proc.returncode != 0:

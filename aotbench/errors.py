@@ -7,8 +7,8 @@ carries structured fields, and says in its message what went wrong and how to fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 class AotbenchError(Exception):

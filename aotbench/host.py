@@ -13,10 +13,12 @@ import numpy as np
 
 from . import build
 from .attrs import AttrKind, TypedAttr
+from .cache import default_cache_dir
 from .errors import AotbenchError, AttrError, KernelError
 
-OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL = range(5)
-HOST_VERSION = 1
+OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER = range(6)
+HOST_VERSION = 2
+MAX_PARAMS = 64
 
 _c_void_p, _c_int, _c_int64, _c_size_t = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
 _p_int64 = ctypes.POINTER(ctypes.c_int64)
@@ -26,10 +28,10 @@ class CallRecord(ctypes.Structure):
     """Mirror of ``struct AotbCall``: one prepared kernel call."""
 
     _fields_ = [
-        ("fn", _c_void_p), ("nparam", ctypes.c_int32), ("status", ctypes.c_int32),
-        ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
+        ("fn", _c_void_p), ("nparam", ctypes.c_int32), ("n_in", ctypes.c_int32), ("n_out", ctypes.c_int32),
+        ("reserved", ctypes.c_int32), ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
         ("shapes", ctypes.POINTER(_p_int64)), ("dtypes", ctypes.POINTER(ctypes.c_char_p)),
-        ("stream", _c_void_p), ("extra", _c_void_p),
+        ("stream", _c_void_p), ("extra", _c_void_p), ("nbytes", _p_int64),
     ]
 
 
@@ -60,21 +62,32 @@ _SIGNATURES = {
     "aotb_error_attr_name": ([], ctypes.c_char_p),
     "aotb_error_attr_requested": ([], _c_int),
     "aotb_error_attr_registered": ([], _c_int),
+    "aotb_error_status": ([], _c_int),
+    "aotb_set_python_api": ([_c_void_p] * 7, None),
 }
 
-_HOSTS: dict[Path, "Host"] = {}
+# CPython stable-ABI functions the host's hot path uses to read buffers and release the GIL.
+_PYTHON_API = ("PyObject_GetBuffer", "PyBuffer_Release", "PyTuple_Size", "PyTuple_GetItem", "PyErr_Clear",
+               "PyEval_SaveThread", "PyEval_RestoreThread")
+
+_HOSTS: dict[Path, Host] = {}  # loaded host per library path
+_HOST_FOR_CACHE: dict[Path, Host] = {}  # per cache directory: the build check runs once per process
 
 
 def source_path() -> Path:
     return Path(__file__).resolve().parent / "native" / "host.cc"
 
 
-def get_host(cache_dir: Path | None = None) -> "Host":
+def get_host(cache_dir: Path | None = None) -> Host:
     """The native host, built into ``cache_dir`` on first use and loaded once per process per library."""
-    artifact = build.build(source_path(), flags=("-O2",), cache_dir=cache_dir)
-    host = _HOSTS.get(artifact.path)
+    root = cache_dir if cache_dir is not None else default_cache_dir()
+    host = _HOST_FOR_CACHE.get(root)
     if host is None:
-        host = _HOSTS[artifact.path] = Host(artifact.path)
+        artifact = build.build(source_path(), flags=("-O2",), cache_dir=root)
+        host = _HOSTS.get(artifact.path)
+        if host is None:
+            host = _HOSTS[artifact.path] = Host(artifact.path)
+        _HOST_FOR_CACHE[root] = host
     return host
 
 
@@ -89,9 +102,15 @@ class Host:
             fn.argtypes, fn.restype = argtypes, restype
         if lib.aotb_host_version() != HOST_VERSION or lib.aotb_host_call_size() != ctypes.sizeof(CallRecord):
             raise AotbenchError(f"native host {path} does not match this aotbench; delete it to rebuild")
+        lib.aotb_set_python_api(*[ctypes.cast(getattr(ctypes.pythonapi, f), _c_void_p) for f in _PYTHON_API])
         self.lib = lib
-        #: The hot-path entry point: ``call_kernel(address_of_CallRecord) -> outcome``.
+        #: ``call_kernel(address_of_CallRecord) -> outcome``: F on the pointers already in the record.
         self.call_kernel = lib.aotb_call_kernel
+        #: The hot path, ``call_buffers(address_of_CallRecord, inputs, outputs) -> outcome``: keeps the GIL
+        #: while it reads the arrays' buffers, releases it around F.
+        self.call_buffers = ctypes.PyDLL(str(path)).aotb_call_buffers
+        self.call_buffers.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object]
+        self.call_buffers.restype = _c_int
 
     # -- extras ---------------------------------------------------------------------------------------
     def new_extra(self, attrs: list[TypedAttr]) -> int:
@@ -173,7 +192,7 @@ class Host:
         if code == OK:
             return
         if code == STATUS:
-            raise KernelError(function, status=status)
+            raise KernelError(function, status=status if status else self.lib.aotb_error_status())
         if code == ATTR_ERROR:
             raise self._attr_error(function, attrs)
         message = (self.lib.aotb_error_message() or b"").decode("utf-8", "replace")

@@ -22,7 +22,7 @@ from .attrs import AttrKind, TypedAttr, describe, typed
 from .build import Artifact
 from .dtypes import dtype_string
 from .errors import ArgumentError, ShapeError
-from .host import CallRecord, Host
+from .host import BAD_BUFFER, MAX_PARAMS, CallRecord, Host
 from .library import KernelLibrary
 from .reg import OpInfo
 
@@ -30,8 +30,6 @@ MAX_PLANS = 64
 WORKSPACE_ALIGNMENT = 64
 _MAX_WORKSPACE_SLACK = 256 << 20
 
-_addressof = ctypes.addressof
-_from_buffer = ctypes.c_char.from_buffer
 _p_int64 = ctypes.POINTER(ctypes.c_int64)
 
 
@@ -64,15 +62,27 @@ def workspace_allocation(requested: int) -> int:
 class _Plan:
     """A prepared call for one input signature."""
 
-    __slots__ = ("record", "address", "params", "n_in", "outputs", "keepalive", "extra", "workspaces")
+    __slots__ = (
+        "address",
+        "dtype0",
+        "extra",
+        "keepalive",
+        "n_in",
+        "outputs",
+        "record",
+        "shape0",
+        "single",
+        "workspaces",
+    )
 
-    def __init__(self, record: CallRecord, params, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
+    def __init__(self, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
                  keepalive: list, extra: int, workspaces: list[tuple[int, int]]):
         self.record = record
         self.address = ctypes.addressof(record)
-        self.params = params
         self.n_in = n_in
         self.outputs = outputs
+        self.single = len(outputs) == 1
+        self.shape0, self.dtype0 = outputs[0] if outputs else ((), None)
         self.keepalive = keepalive
         self.extra = extra
         self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
@@ -155,7 +165,7 @@ class Op:
         return _from_spec, (self._spec,)
 
     # -- derived ops ----------------------------------------------------------------------------------
-    def with_attrs(self, **attrs: Any) -> "Op":
+    def with_attrs(self, **attrs: Any) -> Op:
         """A new op on the same library with some attributes changed or added."""
         merged = {a.name: a for a in self._spec.attrs}
         for name, value in attrs.items():
@@ -172,43 +182,51 @@ class Op:
 
     # -- calling --------------------------------------------------------------------------------------
     def __call__(self, *args: Any):
-        n = self._n_inputs
-        if n is None or not self._spec.call_attrs:
-            arrays, extras = args, ()
-        else:
-            arrays, extras = args[:n], args[n:]
+        if self._spec.call_attrs:
+            return self._call_slow(args)
         try:
-            key = tuple([(a.shape, a.dtype) for a in arrays])
-            if extras:
-                key += self._call_attr_key(extras)
-            plan = self._plans[key]
+            plan = self._plans[tuple([(a.shape, a.dtype) for a in args])]
         except (AttributeError, KeyError, TypeError):
             return self._call_slow(args)
-        if n is not None and len(args) != plan.n_in + len(self._spec.call_attrs):
-            return self._call_slow(args)
-        return self._run(plan, arrays)
+        if plan.single:
+            out = np.empty(plan.shape0, plan.dtype0)
+            code = self._host.call_buffers(plan.address, args, (out,))
+            if not code:
+                return out
+            outs: tuple = (out,)
+        else:
+            outs = tuple([np.empty(s, d) for s, d in plan.outputs])
+            code = self._host.call_buffers(plan.address, args, outs)
+            if not code:
+                return outs
+        return self._retry(code, plan, args, outs)
 
-    def _run(self, plan: _Plan, arrays) -> Any:
-        outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
-        keep = []
-        params = plan.params
-        with self._lock:
-            i = 0
-            for a in arrays:
-                try:
-                    params[i] = _addressof(_from_buffer(a))
-                except (TypeError, ValueError, BufferError):
-                    a = self._contiguous(a, i)
-                    keep.append(a)
-                    params[i] = a.ctypes.data
-                i += 1
-            for o in outs:
-                params[i] = o.ctypes.data if o.size == 0 else _addressof(_from_buffer(o))
-                i += 1
-            code = self._host.call_kernel(plan.address)
+    def _invoke(self, plan: _Plan, arrays: tuple) -> Any:
+        outs = tuple([np.empty(s, d) for s, d in plan.outputs])
+        code = self._host.call_buffers(plan.address, arrays, outs)
         if code:
-            self._host.raise_for(code, self.name, plan.record.status, self._attr_list)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+            return self._retry(code, plan, arrays, outs)
+        return outs[0] if plan.single else outs
+
+    def _retry(self, code: int, plan: _Plan, arrays: tuple, outs: tuple) -> Any:
+        """After a failed fast call: convert arguments the buffer protocol refused, or raise the error."""
+        if code != BAD_BUFFER:
+            self._host.raise_for(code, self.name, 0, self._attr_list)
+        converted = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
+        code = self._host.call_buffers(plan.address, converted, outs)
+        if code == BAD_BUFFER:
+            code = self._call_pointers(plan, converted, outs)  # e.g. dtypes numpy cannot export as buffers
+        if code:
+            self._host.raise_for(code, self.name, 0, self._attr_list)
+        return outs[0] if plan.single else outs
+
+    def _call_pointers(self, plan: _Plan, arrays: tuple, outs: tuple) -> int:
+        """Slow but universal: write ``.ctypes.data`` pointers into the plan's params (under the op's lock)."""
+        with self._lock:
+            params = plan.record.params
+            for i, a in enumerate(arrays + outs):
+                params[i] = a.ctypes.data
+            return self._host.call_kernel(plan.address)
 
     @staticmethod
     def _contiguous(a, index: int) -> np.ndarray:
@@ -217,13 +235,10 @@ class Op:
         except Exception as exc:
             raise ArgumentError(f"input {index} ({type(a).__name__}) cannot be used as a numpy array: {exc}") from exc
 
-    def _call_attr_key(self, extras) -> tuple:
-        return tuple((t.kind, t.value) for t in self._typed_call_attrs(extras))
-
     def _typed_call_attrs(self, extras) -> list[TypedAttr]:
         return [typed(name, v) for name, v in zip(self._spec.call_attrs, extras)]
 
-    def _split(self, args) -> tuple[list[np.ndarray], tuple]:
+    def _split(self, args) -> tuple[tuple, tuple]:
         n_attr = len(self._spec.call_attrs)
         n = self._n_inputs
         if n is not None and len(args) != n + n_attr:
@@ -240,7 +255,7 @@ class Op:
                 a = self._contiguous(a, i)
             dtype_string(a.dtype)  # refuses object, string, datetime ... arrays
             converted.append(a)
-        return converted, tuple(args[len(arrays):])
+        return tuple(converted), tuple(args[len(arrays):])
 
     def _call_slow(self, args) -> Any:
         arrays, extras = self._split(args)
@@ -256,7 +271,7 @@ class Op:
                     oldest = next(iter(self._plans))
                     self._host.free_extra(self._plans.pop(oldest).extra)
                 self._plans[key] = plan
-        return self._run(plan, arrays)
+        return self._invoke(plan, arrays)
 
     # -- planning -------------------------------------------------------------------------------------
     def _make_plan(self, arrays: list[np.ndarray], call_attrs: list[TypedAttr]) -> _Plan:
@@ -292,18 +307,22 @@ class Op:
             ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
                 shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
             nparam = len(shapes) + len(requested)
+            if nparam > MAX_PARAMS:
+                raise ArgumentError(f"{self.name} would get {nparam} params; at most {MAX_PARAMS} are supported")
             params = (ctypes.c_void_p * max(nparam, 1))()
             for k, p in enumerate(ws_ptrs):
                 params[len(shapes) + k] = p
-            record = CallRecord(fn=lib.kernel, nparam=nparam, status=0,
+            nbytes = (ctypes.c_int64 * max(len(shapes), 1))(
+                *[int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(shapes, in_dtypes + out_dtypes)])
+            record = CallRecord(fn=lib.kernel, nparam=nparam, n_in=len(arrays), n_out=len(out_shapes),
                                 params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)),
                                 ndims=ctypes.cast(ndims, ctypes.POINTER(ctypes.c_int)),
                                 shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
                                 dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
-                                stream=None, extra=extra)
-            keepalive += [ndims, shape_ptrs, dtype_strs, dims, lib]
+                                stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64))
+            keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims, lib]
             outputs = list(zip(out_shapes, out_dtypes))
-            return _Plan(record, params, len(arrays), outputs, keepalive, extra, workspaces)
+            return _Plan(record, len(arrays), outputs, keepalive, extra, workspaces)
         except BaseException:
             host.free_extra(extra)
             raise
@@ -322,7 +341,7 @@ class Op:
 
     def _call_infer(self, in_shapes, extra: int, attrs) -> list[list[int]]:
         names = ["float32"] * len(in_shapes)  # InferShape receives no dtypes
-        ndims, shape_ptrs, _, dims = _tensor_arrays(list(in_shapes), names)
+        ndims, shape_ptrs, _, _dims = _tensor_arrays(list(in_shapes), names)  # _dims: keep buffers alive
         raw = self._host.call_infer(self.library.infer_shape, self._spec.n_outputs > 1, ndims, shape_ptrs, extra,
                                     function=f"{self.name}InferShape", attrs=attrs)
         if len(raw) != self._spec.n_outputs:
@@ -371,4 +390,4 @@ class Op:
             self._host.free_extra(plan.extra)
 
 
-__all__ = ["Op", "OpSpec", "workspace_allocation", "AttrKind"]
+__all__ = ["AttrKind", "Op", "OpSpec", "workspace_allocation"]

@@ -79,15 +79,15 @@ class CustomRegOp:
     _dtype_formats: list[tuple[str, ...]] = field(default_factory=list)
     _target: str | None = None
 
-    def input(self, index=None, name=None, param_type="required", **kwargs) -> "CustomRegOp":
+    def input(self, index=None, name=None, param_type="required", **kwargs) -> CustomRegOp:
         self._inputs.append(str(name if name is not None else f"x{len(self._inputs)}"))
         return self
 
-    def output(self, index=None, name=None, param_type="required", **kwargs) -> "CustomRegOp":
+    def output(self, index=None, name=None, param_type="required", **kwargs) -> CustomRegOp:
         self._outputs.append(str(name if name is not None else f"y{len(self._outputs)}"))
         return self
 
-    def dtype_format(self, *args) -> "CustomRegOp":
+    def dtype_format(self, *args) -> CustomRegOp:
         row = []
         for pair in args:
             if not (isinstance(pair, tuple) and len(pair) == 2):
@@ -98,7 +98,7 @@ class CustomRegOp:
         self._dtype_formats.append(tuple(row))
         return self
 
-    def attr(self, name=None, param_type=None, value_type=None, default_value=None, **kwargs) -> "CustomRegOp":
+    def attr(self, name=None, param_type=None, value_type=None, default_value=None, **kwargs) -> CustomRegOp:
         check_name(name)
         if "value" in kwargs:
             self._attrs.append(typed(name, kwargs["value"]))
@@ -106,7 +106,7 @@ class CustomRegOp:
             self._call_attrs.append(name)
         return self
 
-    def target(self, target=None) -> "CustomRegOp":
+    def target(self, target=None) -> CustomRegOp:
         self._target = target
         return self
 
@@ -120,7 +120,7 @@ class CustomRegOp:
         names = [a.name for a in self._attrs] + self._call_attrs
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ArgumentError(f"attribute {sorted(dup)[0]!r} is registered twice")
+            raise ArgumentError(f"attribute {min(dup)!r} is registered twice")
         formats = tuple(self._dtype_formats)
         if all(all(d == "" for d in row) for row in formats):
             formats = ()  # only None_None: any dtype

@@ -8,7 +8,7 @@ kernel's ``FInferShape`` decides (the op layer calls it).
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -65,8 +65,8 @@ def compiler_identity(compiler: str) -> str:
 @lru_cache(maxsize=32)
 def _identity(real_path: str, size: int, mtime_ns: int) -> str:
     try:
-        out = subprocess.run([real_path, "--version"], capture_output=True, text=True, timeout=60)
-        machine = subprocess.run([real_path, "-dumpmachine"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([real_path, "--version"], check=False, capture_output=True, text=True, timeout=60)
+        machine = subprocess.run([real_path, "-dumpmachine"], check=False, capture_output=True, text=True, timeout=60)
     except OSError as exc:  # present but not runnable
         raise ToolchainNotFoundError(real_path, f"it could not be run ({exc})") from exc
     banner = out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"

@@ -23,7 +23,7 @@
 
 namespace {
 
-constexpr int kHostVersion = 1;
+constexpr int kHostVersion = 2;
 
 // Call outcome codes (mirrored in aotbench/host.py).
 enum Outcome { AOTB_OK = 0, AOTB_STATUS = 1, AOTB_EXCEPTION = 2, AOTB_ATTR_ERROR = 3, AOTB_TOO_SMALL = 4 };
@@ -58,6 +58,7 @@ struct ErrorState {
   std::string attr_name;
   int attr_requested = 0;
   int attr_registered = 0;
+  int status = 0;  // the kernel's non-zero return value, for AOTB_STATUS
 };
 thread_local ErrorState g_error;
 
@@ -133,18 +134,56 @@ using InferMultiFn = std::vector<std::vector<int64_t>> (*)(int *, int64_t **, Ao
 
 }  // namespace
 
-// One prepared kernel call. Python fills it once per input signature and rewrites only params[] per call.
+// One prepared kernel call. Python fills it once per input signature; per call, only the data pointers of
+// the inputs and outputs change, and those never touch this struct (see aotb_call_buffers).
 struct AotbCall {
   void *fn;
   int32_t nparam;
-  int32_t status;  // out: F's return value
-  void **params;
+  int32_t n_in;             // inputs, then n_out outputs, then workspaces in params
+  int32_t n_out;
+  int32_t reserved;
+  void **params;            // workspace entries filled in; input/output slots are scratch for aotb_call_kernel
   int *ndims;
   int64_t **shapes;
   const char **dtypes;
   void *stream;
   void *extra;
+  const int64_t *nbytes;    // expected byte size of each input and output buffer
 };
+
+namespace {
+
+// The few CPython C-API functions aotb_call_buffers needs, handed over by Python (ctypes.pythonapi) so this
+// file needs no Python headers. Their signatures are part of CPython's stable ABI.
+struct PyBufferView {  // Py_buffer
+  void *buf;
+  void *obj;
+  intptr_t len;
+  intptr_t itemsize;
+  int readonly;
+  int ndim;
+  char *format;
+  intptr_t *shape;
+  intptr_t *strides;
+  intptr_t *suboffsets;
+  void *internal;
+};
+struct PythonApi {
+  int (*get_buffer)(void *, PyBufferView *, int);
+  void (*release_buffer)(PyBufferView *);
+  intptr_t (*tuple_size)(void *);
+  void *(*tuple_item)(void *, intptr_t);
+  void (*err_clear)();
+  void *(*save_thread)();
+  void (*restore_thread)(void *);
+};
+PythonApi g_py = {};
+constexpr int kBufferC = 0x0038;          // PyBUF_C_CONTIGUOUS
+constexpr int kBufferCWritable = 0x0039;  // PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
+constexpr int AOTB_BAD_BUFFER = 5;        // an argument is not a C-contiguous buffer of the expected size
+constexpr int kMaxParams = 64;
+
+}  // namespace
 
 AOTB_EXPORT int aotb_host_version() { return kHostVersion; }
 AOTB_EXPORT int aotb_host_call_size() { return static_cast<int>(sizeof(AotbCall)); }
@@ -207,13 +246,66 @@ AOTB_EXPORT void aotb_extra_set_float_2d(void *extra, const char *name, const fl
 }
 AOTB_EXPORT void aotb_extra_set_empty_list(void *extra, const char *name) { Slot(extra, name, kEmptyList); }
 
-// The hot path: one call of F. *status receives F's return value.
+AOTB_EXPORT void aotb_set_python_api(void *get_buffer, void *release_buffer, void *tuple_size, void *tuple_item,
+                                     void *err_clear, void *save_thread, void *restore_thread) {
+  g_py.get_buffer = reinterpret_cast<int (*)(void *, PyBufferView *, int)>(get_buffer);
+  g_py.release_buffer = reinterpret_cast<void (*)(PyBufferView *)>(release_buffer);
+  g_py.tuple_size = reinterpret_cast<intptr_t (*)(void *)>(tuple_size);
+  g_py.tuple_item = reinterpret_cast<void *(*)(void *, intptr_t)>(tuple_item);
+  g_py.err_clear = reinterpret_cast<void (*)()>(err_clear);
+  g_py.save_thread = reinterpret_cast<void *(*)()>(save_thread);
+  g_py.restore_thread = reinterpret_cast<void (*)(void *)>(restore_thread);
+}
+
+// Calls F with the params of `c`, as prepared (the caller has written every data pointer).
 AOTB_EXPORT int aotb_call_kernel(AotbCall *c) {
   return Guarded([&] {
-    c->status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, c->params, c->ndims, c->shapes, c->dtypes, c->stream,
-                                                  c->extra);
-    return c->status == 0 ? AOTB_OK : AOTB_STATUS;
+    int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, c->params, c->ndims, c->shapes, c->dtypes, c->stream,
+                                                   c->extra);
+    g_error.status = status;
+    return status == 0 ? AOTB_OK : AOTB_STATUS;
   });
+}
+
+// The hot path, called with the GIL held (ctypes.PyDLL): takes the data pointers of the `inputs` and
+// `outputs` tuples through the buffer protocol into a params array of its own (so concurrent calls of one
+// plan cannot interfere), releases the GIL, calls F, and returns an outcome code. AOTB_BAD_BUFFER (no
+// Python error left set) asks the caller to convert its arguments and try again.
+AOTB_EXPORT int aotb_call_buffers(AotbCall *c, void *inputs, void *outputs) {
+  if (c->nparam > kMaxParams || g_py.tuple_size(inputs) != c->n_in || g_py.tuple_size(outputs) != c->n_out) {
+    return AOTB_BAD_BUFFER;
+  }
+  void *params[kMaxParams];
+  PyBufferView views[kMaxParams];
+  const int n_buffers = c->n_in + c->n_out;
+  for (int k = n_buffers; k < c->nparam; ++k) params[k] = c->params[k];
+  int taken = 0;
+  for (; taken < n_buffers; ++taken) {
+    const bool is_input = taken < c->n_in;
+    void *obj = g_py.tuple_item(is_input ? inputs : outputs, is_input ? taken : taken - c->n_in);
+    if (g_py.get_buffer(obj, &views[taken], is_input ? kBufferC : kBufferCWritable) != 0) {
+      g_py.err_clear();
+      break;
+    }
+    if (views[taken].len != c->nbytes[taken]) {
+      g_py.release_buffer(&views[taken]);
+      break;
+    }
+    params[taken] = views[taken].buf;
+  }
+  int outcome = AOTB_BAD_BUFFER;
+  if (taken == n_buffers) {
+    void *thread_state = g_py.save_thread();
+    outcome = Guarded([&] {
+      int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, params, c->ndims, c->shapes, c->dtypes, c->stream,
+                                                     c->extra);
+      g_error.status = status;
+      return status == 0 ? AOTB_OK : AOTB_STATUS;
+    });
+    g_py.restore_thread(thread_state);
+  }
+  for (int k = 0; k < taken; ++k) g_py.release_buffer(&views[k]);
+  return outcome;
 }
 
 AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const char **dtypes, void *extra,
@@ -254,3 +346,4 @@ AOTB_EXPORT const char *aotb_error_message() { return g_error.message.c_str(); }
 AOTB_EXPORT const char *aotb_error_attr_name() { return g_error.attr_name.c_str(); }
 AOTB_EXPORT int aotb_error_attr_requested() { return g_error.attr_requested; }
 AOTB_EXPORT int aotb_error_attr_registered() { return g_error.attr_registered; }
+AOTB_EXPORT int aotb_error_status() { return g_error.status; }

@@ -1,0 +1,120 @@
+"""Core speed targets, measured side by side in one run (the machine is noisy: read the ratios).
+
+1. per-call overhead: ``op(x)`` on a 4-element float32 input against a raw ctypes call of the same library
+   function with prebuilt arguments and no ``argtypes``           (target: ratio <= 8)
+2. cache-hit construction: ``aotbench.Custom(...)`` when the library is cached  (target: <= 2 ms)
+3. cold construction: ``aotbench.Custom(...)`` on a never-seen source against the bare compiler command on an
+   equally new source, interleaved                                (target: ratio <= 1.15)
+
+Usage: python bench/bench_core.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+import aotbench
+from aotbench import toolchain
+
+KERNEL = Path(__file__).resolve().parent / "kernels" / "scale.cc"
+
+
+def per_call_ns(fn, repeat: int) -> float:
+    """Best-of-``repeat`` mean time per call in ns, each run autoranged to at least 0.2 s."""
+    timer = timeit.Timer(fn)
+    number, _ = timer.autorange()
+    return min(timer.repeat(repeat=repeat, number=number)) / number * 1e9
+
+
+def bench_call(cache: Path, repeat: int) -> tuple[float, float]:
+    op = aotbench.Custom(f"{KERNEL}:Scale", lambda s: s, np.float32, cache_dir=cache)
+    x = np.random.default_rng().standard_normal(4).astype(np.float32)
+    assert np.allclose(op(x), 2 * x)
+    # The raw baseline: the same function, arguments built once, called with no argtypes.
+    out = np.empty(4, np.float32)
+    lib = ctypes.CDLL(str(op.artifact.path))
+    fn = lib.Scale
+    params = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    ndims = (ctypes.c_int * 2)(1, 1)
+    dims = (ctypes.c_int64 * 1)(4)
+    shapes = (ctypes.POINTER(ctypes.c_int64) * 2)(dims, dims)
+    dtypes = (ctypes.c_char_p * 2)(b"float32", b"float32")
+    fn(2, params, ndims, shapes, dtypes, None, None)
+    assert np.allclose(out, 2 * x)
+    raw, ours = [], []
+    for _ in range(repeat):  # interleave, so drift hits both sides alike
+        raw.append(per_call_ns(lambda: fn(2, params, ndims, shapes, dtypes, None, None), 1))
+        ours.append(per_call_ns(lambda: op(x), 1))
+    return min(ours), min(raw)
+
+
+def bench_hit(cache: Path, repeat: int) -> float:
+    aotbench.Custom(f"{KERNEL}:Scale", lambda s: s, np.float32, cache_dir=cache)  # make sure it is cached
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        op = aotbench.Custom(f"{KERNEL}:Scale", lambda s: s, np.float32, cache_dir=cache)
+        samples.append(time.perf_counter() - t)
+        assert op.artifact.cache_hit
+    return statistics.median(samples) * 1e3
+
+
+def _fresh_source(folder: Path, tag: str) -> Path:
+    src = folder / f"scale_{tag}.cc"
+    src.write_text(KERNEL.read_text() + f"\n// unique build {tag}\nextern \"C\" int Tag_{tag}() {{ return 0; }}\n")
+    return src
+
+
+def bench_cold(cache: Path, work: Path, repeat: int) -> tuple[float, float]:
+    compiler = toolchain.find_cxx()
+    ours, bare = [], []
+    for i in range(repeat):
+        src = _fresh_source(work, f"a{i}_{time.time_ns()}")
+        t = time.perf_counter()
+        op = aotbench.Custom(f"{src}:Scale", lambda s: s, np.float32, cache_dir=cache)
+        ours.append(time.perf_counter() - t)
+        assert not op.artifact.cache_hit
+        src2 = _fresh_source(work, f"b{i}_{time.time_ns()}")
+        argv = toolchain.cxx_command(compiler, src2, work / f"bare{i}.so")
+        t = time.perf_counter()
+        subprocess.run(argv, check=True)
+        bare.append(time.perf_counter() - t)
+    return statistics.median(ours), statistics.median(bare)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    args = parser.parse_args(argv)
+    repeat = 3 if args.quick else 7
+    with tempfile.TemporaryDirectory(prefix="aotbench-bench-") as tmp:
+        cache, work = Path(tmp) / "cache", Path(tmp) / "src"
+        work.mkdir()
+        ours_ns, raw_ns = bench_call(cache, repeat)
+        hit_ms = bench_hit(cache, repeat * 7)
+        cold_s, bare_s = bench_cold(cache, work, repeat)
+    rows = [
+        ("per call: op(x), 4 x float32", f"{ours_ns / 1e3:.2f} us", f"raw ctypes {raw_ns / 1e3:.2f} us",
+         f"{ours_ns / raw_ns:.1f}x", "<= 8x", ours_ns / raw_ns <= 8),
+        ("construction, cache hit", f"{hit_ms:.2f} ms", "", "", "<= 2 ms", hit_ms <= 2),
+        ("construction, cold", f"{cold_s * 1e3:.0f} ms", f"bare g++ {bare_s * 1e3:.0f} ms",
+         f"{cold_s / bare_s:.2f}x", "<= 1.15x", cold_s / bare_s <= 1.15),
+    ]
+    print(f"aotbench {aotbench.__version__} core benchmark (python {sys.version.split()[0]}, numpy {np.__version__})")
+    for name, value, base, ratio, target, ok in rows:
+        print(f"  {name:32s} {value:>10s}  {base:>22s}  {ratio:>7s}  target {target:9s} {'ok' if ok else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
