@@ -15,7 +15,7 @@ import re
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import cache, toolchain
@@ -41,6 +41,7 @@ class Artifact:
     cache_hit: bool
     build_time_s: float
     dependencies: tuple[str, ...] = field(default=())
+    source: str = ""  # the source text that was compiled (for a cache hit: identical by construction)
 
     @property
     def manifest(self) -> dict:
@@ -70,13 +71,14 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     if not force:
         hit = _lookup(root, base)
         if hit is not None:
-            return hit
+            return replace(hit, source=source_bytes.decode("utf-8", "replace"))
     with cache.locked(root / "locks" / f"{base}.lock"):
         if not force:
             hit = _lookup(root, base)  # another process may have built it while we waited
             if hit is not None:
-                return hit
-        return _compile(root, base, stem, source, source_bytes, compiler, tuple(flags))
+                return replace(hit, source=source_bytes.decode("utf-8", "replace"))
+        artifact = _compile(root, base, stem, source, source_bytes, compiler, tuple(flags))
+    return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
 
 
 def invalidate(artifact: Artifact) -> None:

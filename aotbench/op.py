@@ -126,7 +126,7 @@ class Op:
                 "AotExtra *extra).")
         self.library = library
         self.artifact = artifact
-        self.source = source
+        self.source_path = source
         self._n_inputs = len(spec.reg_info.inputs) if spec.reg_info and spec.reg_info.inputs else None
         self._attr_list = list(spec.attrs)
 
@@ -143,6 +143,11 @@ class Op:
     def command(self) -> list[str] | None:
         """The argv that built the library (None for a prebuilt library)."""
         return list(self.artifact.command) if self.artifact else None
+
+    @property
+    def source(self) -> str | None:
+        """The kernel source text that was compiled (None for a prebuilt library)."""
+        return self.artifact.source if self.artifact else None
 
     @property
     def log(self) -> str:
@@ -173,7 +178,7 @@ class Op:
                 raise ArgumentError(f"{name!r} is a call argument of this op; pass it when calling")
             merged[name] = typed(name, value)
         spec = replace(self._spec, attrs=tuple(merged.values()))
-        return Op(spec, self.library, self._host, self.artifact, self.source)
+        return Op(spec, self.library, self._host, self.artifact, self.source_path)
 
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
