@@ -23,6 +23,8 @@ from ._version import HEADER_VERSION, __version__
 from .errors import AotbenchError, CompileError, Diagnostic
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
+_DEP_SPLIT = re.compile(r"(?<!\\)\s+")
+_DEP_UNESCAPE = re.compile(r"\\[ #\\]")
 _DIAGNOSTIC = re.compile(
     r"^(?P<file>[^\n:]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$",
     re.MULTILINE,
@@ -145,7 +147,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         if proc.returncode != 0:
             documented = toolchain.cxx_command(compiler, source, root / f"{stem}-<key>.so", flags)
             raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
-        deps = [cache.stamp(p) for p in parse_depfile(dep_file.read_text()) if Path(p).absolute() != source]
+        own = str(source)
+        deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
         key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps)).encode()).hexdigest()[:20]}"
         lib = root / f"{key}.so"
         argv = toolchain.cxx_command(compiler, source, lib, flags)
@@ -180,29 +183,12 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
 
 
 def parse_depfile(text: str) -> list[str]:
-    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``)."""
-    text = text.replace("\\\n", " ")
-    rule = text.split("\n", 1)[0]
-    # The target ends at the first ": " that is not escaped; the paths we pass contain no colon-space.
-    _, _, prereqs = rule.partition(": ")
-    deps, current, i = [], [], 0
-    while i < len(prereqs):
-        ch = prereqs[i]
-        if ch == "\\" and i + 1 < len(prereqs) and prereqs[i + 1] in " #\\":
-            current.append(prereqs[i + 1])
-            i += 2
-            continue
-        if ch == "$" and prereqs[i + 1:i + 2] == "$":
-            current.append("$")
-            i += 2
-            continue
-        if ch.isspace():
-            if current:
-                deps.append("".join(current))
-                current = []
-        else:
-            current.append(ch)
-        i += 1
-    if current:
-        deps.append("".join(current))
-    return deps
+    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``).
+
+    Paths are separated by unescaped white space; ``\\ `` is a space inside a path, ``\\#`` a hash and ``$$`` a
+    dollar sign. Continuation lines (a backslash before the newline) are joined first.
+    """
+    rule = text.replace("\\\n", " ").split("\n", 1)[0]
+    _, _, prereqs = rule.partition(": ")  # the paths we pass contain no colon-space
+    return [_DEP_UNESCAPE.sub(lambda m: m.group(0)[-1], p).replace("$$", "$")
+            for p in _DEP_SPLIT.split(prereqs.strip()) if p]

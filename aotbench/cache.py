@@ -21,11 +21,16 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import AotbenchError
+
+
+RACY_WINDOW_NS = 2_000_000_000
 
 
 class CacheError(AotbenchError, OSError):
@@ -117,7 +122,7 @@ class DepStamp:
             st = os.stat(self.path)
         except OSError:
             return False
-        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns:
+        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns and not _racy(st.st_mtime_ns):
             return True
         try:
             return st.st_size == self.size and sha256_file(Path(self.path)) == self.sha256
@@ -126,8 +131,24 @@ class DepStamp:
 
 
 def stamp(path: str) -> DepStamp:
+    """Size, mtime and content hash of an included file (the hash is memoised per size and mtime)."""
     st = os.stat(path)
-    return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)))
+    if _racy(st.st_mtime_ns):
+        return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)))
+    return _stamp(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4096)
+def _stamp(path: str, size: int, mtime_ns: int) -> DepStamp:
+    # System headers appear in every build; hashing them once per process keeps a cold build near the bare
+    # compiler's time. Only files whose mtime is old enough to be trusted get here (see _racy).
+    return DepStamp(path, size, mtime_ns, sha256_file(Path(path)))
+
+
+def _racy(mtime_ns: int) -> bool:
+    """True for a file modified in the last two seconds: a rewrite within the filesystem's timestamp
+    granularity could leave size and mtime unchanged, so such a file is always judged by its content."""
+    return time.time_ns() - mtime_ns < RACY_WINDOW_NS
 
 
 def dependencies_key(deps: list[DepStamp]) -> str:
@@ -147,4 +168,4 @@ def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> Non
     """Put ``entry`` first in the index for ``base`` (caller holds the base's lock)."""
     entries = [e for e in index_entries(root, base) if e.get("key") != entry["key"]]
     data = {"entries": [entry, *entries][:keep]}
-    write_atomic(root / "index" / f"{base}.json", json.dumps(data, indent=1).encode())
+    write_atomic(root / "index" / f"{base}.json", json.dumps(data, separators=(",", ":")).encode())
