@@ -24,6 +24,7 @@ from .errors import (
     ShapeError,
     SymbolNotFoundError,
     ToolchainNotFoundError,
+    WorkspaceError,
 )
 from .op import Op
 from .reg import CustomRegOp, DataType
@@ -57,6 +58,7 @@ __all__ = [
     "ShapeError",
     "SymbolNotFoundError",
     "ToolchainNotFoundError",
+    "WorkspaceError",
     "__version__",
     "examples_dir",
     "get_include",

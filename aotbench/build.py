@@ -23,6 +23,7 @@ from ._version import HEADER_VERSION, __version__
 from .errors import AotbenchError, CompileError, Diagnostic
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
+_KEY = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _DEP_SPLIT = re.compile(r"(?<!\\)\s+")
 _DEP_UNESCAPE = re.compile(r"\\[ #\\]")
 _DIAGNOSTIC = re.compile(
@@ -69,17 +70,18 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
     template = toolchain.cxx_command(compiler, source, Path("<output>"), tuple(flags))
     base = _base_key(source_bytes, template, toolchain.compiler_identity(compiler))
+    search_dirs = toolchain.user_include_dirs(source, tuple(flags))
 
     if not force:
-        hit = _lookup(root, base)
+        hit = _lookup(root, base, search_dirs)
         if hit is not None:
             return replace(hit, source=source_bytes.decode("utf-8", "replace"))
     with cache.locked(root / "locks" / f"{base}.lock"):
         if not force:
-            hit = _lookup(root, base)  # another process may have built it while we waited
+            hit = _lookup(root, base, search_dirs)  # another process may have built it while we waited
             if hit is not None:
                 return replace(hit, source=source_bytes.decode("utf-8", "replace"))
-        artifact = _compile(root, base, stem, source, source_bytes, compiler, tuple(flags))
+        artifact = _compile(root, base, stem, source, source_bytes, compiler, tuple(flags), search_dirs)
     return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
 
 
@@ -100,15 +102,20 @@ def _base_key(source_bytes: bytes, template: list[str], identity: str) -> str:
     return h.hexdigest()[:32]
 
 
-def _lookup(root: Path, base: str) -> Artifact | None:
+def _lookup(root: Path, base: str, search_dirs: list[str]) -> Artifact | None:
     for entry in cache.index_entries(root, base):
         try:
-            deps = [cache.DepStamp(*d) for d in entry["deps"]]
             key = entry["key"]
-        except (KeyError, TypeError):
-            continue
-        if not all(d.still_valid() for d in deps):
-            continue
+            if not (isinstance(key, str) and _KEY.match(key)):
+                continue
+            deps = [cache.DepStamp(*d) for d in entry["deps"]]
+            listings = {d: h for d, h in entry.get("dirs", [])}
+            if listings != {d: cache.listing_hash(d) for d in search_dirs}:
+                continue  # a file appeared or vanished where includes are searched: it may shadow a header
+            if not all(d.still_valid() for d in deps):
+                continue
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a damaged entry is a miss
         artifact = _load_manifest(root, key, cache_hit=True)
         if artifact is not None:
             return artifact
@@ -135,10 +142,13 @@ def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None
 
 
 def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, compiler: str,
-             flags: tuple[str, ...]) -> Artifact:
+             flags: tuple[str, ...], search_dirs: list[str]) -> Artifact:
     scratch = root / "tmp" / f"{stem}-{base[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp_lib, dep_file = scratch.with_suffix(".so"), scratch.with_suffix(".d")
+    tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
     argv_run = toolchain.cxx_command(compiler, source, tmp_lib, flags) + ["-MD", "-MF", str(dep_file)]
+    listings = [[d, cache.listing_hash(d)] for d in search_dirs]
+    marker.touch()
+    started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
     started = time.perf_counter()
     try:
         proc = subprocess.run(argv_run, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -149,7 +159,11 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
             raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
         own = str(source)
         deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
-        key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps)).encode()).hexdigest()[:20]}"
+        # A file saved while the compiler ran may not be what it read: publish the library under a unique
+        # name but do not index it, so the next build compiles again.
+        unstable = source.read_bytes() != source_bytes or any(d.mtime_ns > started_fs_ns for d in deps)
+        salt = uuid.uuid4().hex if unstable else ""
+        key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps) + salt).encode()).hexdigest()[:20]}"
         lib = root / f"{key}.so"
         argv = toolchain.cxx_command(compiler, source, lib, flags)
         manifest = {
@@ -163,9 +177,11 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         }
         os.replace(tmp_lib, lib)
         cache.write_atomic(root / f"{key}.json", json.dumps(manifest, indent=1).encode())
-        cache.record_index_entry(root, base, {"key": key, "deps": [list(vars(d).values()) for d in deps]})
+        if not unstable:
+            cache.record_index_entry(root, base, {"key": key, "deps": [list(vars(d).values()) for d in deps],
+                                                  "dirs": listings})
     finally:
-        for p in (tmp_lib, dep_file):
+        for p in (tmp_lib, dep_file, marker):
             try:
                 os.unlink(p)
             except OSError:

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from .errors import AotbenchError
 
-
 RACY_WINDOW_NS = 2_000_000_000
 
 
@@ -151,6 +150,15 @@ def _racy(mtime_ns: int) -> bool:
     return time.time_ns() - mtime_ns < RACY_WINDOW_NS
 
 
+def listing_hash(directory: str) -> str:
+    """A hash of the names in ``directory`` (a new or removed file changes it); "missing" if unreadable."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return "missing"
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
 def dependencies_key(deps: list[DepStamp]) -> str:
     h = hashlib.sha256()
     for d in sorted(deps, key=lambda d: d.path):
@@ -166,6 +174,6 @@ def index_entries(root: Path, base: str) -> list[dict]:
 
 def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> None:
     """Put ``entry`` first in the index for ``base`` (caller holds the base's lock)."""
-    entries = [e for e in index_entries(root, base) if e.get("key") != entry["key"]]
+    entries = [e for e in index_entries(root, base) if isinstance(e, dict) and e.get("key") != entry["key"]]
     data = {"entries": [entry, *entries][:keep]}
     write_atomic(root / "index" / f"{base}.json", json.dumps(data, separators=(",", ":")).encode())

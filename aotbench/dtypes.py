@@ -27,6 +27,9 @@ def _bfloat16() -> np.dtype | None:
 def dtype_string(dtype: np.dtype) -> str:
     """The kernel-side name of ``dtype``; an :class:`ArgumentError` for dtypes kernels cannot receive."""
     name = "bool" if dtype == np.bool_ else dtype.name
+    if not dtype.isnative:
+        raise ArgumentError(f"dtype {dtype.str} is not in this machine's byte order; convert it with "
+                            "arr.astype(arr.dtype.newbyteorder('='))")
     if name in DTYPE_STRINGS and (name != "bfloat16" or dtype == _bfloat16()):
         return name
     raise ArgumentError(

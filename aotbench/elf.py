@@ -6,6 +6,7 @@ Used before a library is called: to refuse one built with the other libstdc++ st
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ def dynamic_symbols(image: bytes) -> list[Symbol]:
                 name = image[start:image.index(b"\0", start)].decode("utf-8", "replace")
                 out.append(Symbol(name, st_shndx != 0, (st_info & 0xF) == _STT_FUNC))
         return out
-    except (struct.error, ValueError, IndexError):
+    except (struct.error, ValueError, IndexError, OverflowError):
         return []  # a damaged image is reported by the loader, not here
 
 
@@ -55,5 +56,5 @@ def exported_c_functions(symbols: list[Symbol]) -> list[str]:
 
 def mangled_matches(symbols: list[Symbol], name: str) -> list[str]:
     """C++-mangled defined functions whose plain name is ``name`` (a missing ``extern "C"``)."""
-    token = f"{len(name)}{name}"
-    return [s.name for s in symbols if s.defined and s.name.startswith("_Z") and token in s.name]
+    token = re.compile(rf"(?<![0-9]){len(name)}{re.escape(name)}")  # the length prefix delimits the name
+    return [s.name for s in symbols if s.defined and s.name.startswith("_Z") and token.search(s.name)]

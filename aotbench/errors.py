@@ -105,19 +105,18 @@ class SymbolNotFoundError(AotbenchError, AttributeError):
     """The kernel function named after the colon in ``"path:name"`` is not exported by the library."""
 
     def __init__(self, path: str, name: str, candidates: Sequence[str], mangled: Sequence[str] = ()):
-        self.path = path
-        self.name = name
-        self.candidates = list(candidates)
-        self.mangled = list(mangled)
         msg = f"{path} exports no function named {name!r}."
-        if self.mangled:
+        if mangled:
             msg += (
-                f" It has the C++-mangled symbol {self.mangled[0]}: declare the function extern \"C\" so it keeps "
+                f" It has the C++-mangled symbol {mangled[0]}: declare the function extern \"C\" so it keeps "
                 "its plain name."
             )
-        if self.candidates:
-            msg += " Exported C functions: " + ", ".join(self.candidates) + "."
-        super().__init__(msg)
+        if candidates:
+            msg += " Exported C functions: " + ", ".join(candidates) + "."
+        super().__init__(msg, name=name)  # AttributeError.__init__ sets .name, so pass it through
+        self.path = path
+        self.candidates = list(candidates)
+        self.mangled = list(mangled)
 
 
 class AttrError(AotbenchError, TypeError):
@@ -157,6 +156,20 @@ class KernelError(AotbenchError, RuntimeError):
             msg = (f"{function} returned {status}; a non-zero return value is the kernel's own error code "
                    "(0 means success)")
         super().__init__(msg)
+
+
+class WorkspaceError(AotbenchError, MemoryError):
+    """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
+    element count multiplied twice)."""
+
+    def __init__(self, function: str, index: int, requested: int):
+        self.function = function
+        self.index = index
+        self.requested = requested
+        super().__init__(
+            f"{function} requested {requested} bytes for workspace {index}, which cannot be allocated. Workspace "
+            "sizes are in bytes: check how Init computes them (a size derived from a -1 dim wraps around to "
+            "about 1.8e19).")
 
 
 class DeviceUnavailableError(AotbenchError, RuntimeError):

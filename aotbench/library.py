@@ -65,6 +65,6 @@ def _load_hint(reason: str) -> str:
     if "undefined symbol" in reason:
         return ("The library uses a function that nothing loaded defines: add the library that provides it to "
                 "the flags (e.g. flags=['-lm']), or define the function.")
-    if "invalid ELF header" in reason or "file too short" in reason:
+    if "ELF" in reason or "file too short" in reason:
         return "The file is not a shared library built for this machine."
     return ""

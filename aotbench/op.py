@@ -9,6 +9,7 @@ data pointers and makes one ctypes call.
 from __future__ import annotations
 
 import ctypes
+import numbers
 import threading
 import weakref
 from dataclasses import dataclass, field, replace
@@ -21,7 +22,7 @@ from . import rules
 from .attrs import AttrKind, TypedAttr, describe, typed
 from .build import Artifact
 from .dtypes import dtype_string
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ShapeError, WorkspaceError
 from .host import BAD_BUFFER, MAX_PARAMS, CallRecord, Host
 from .library import KernelLibrary
 from .reg import OpInfo
@@ -62,21 +63,11 @@ def workspace_allocation(requested: int) -> int:
 class _Plan:
     """A prepared call for one input signature."""
 
-    __slots__ = (
-        "address",
-        "dtype0",
-        "extra",
-        "keepalive",
-        "n_in",
-        "outputs",
-        "record",
-        "shape0",
-        "single",
-        "workspaces",
-    )
+    __slots__ = ("__weakref__", "address", "attrs", "dtype0", "extra", "keepalive", "n_in", "outputs", "record",
+                 "shape0", "single", "workspaces")
 
-    def __init__(self, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
-                 keepalive: list, extra: int, workspaces: list[tuple[int, int]]):
+    def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
+                 keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr]):
         self.record = record
         self.address = ctypes.addressof(record)
         self.n_in = n_in
@@ -86,6 +77,9 @@ class _Plan:
         self.keepalive = keepalive
         self.extra = extra
         self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
+        self.attrs = attrs  # every attribute the extra holds, call attributes included (for error messages)
+        # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
+        weakref.finalize(self, host.free_extra, extra)
 
 
 def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
@@ -98,9 +92,12 @@ def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
     return ndims, shape_ptrs, dtype_strs, dims
 
 
-def _release(host: Host, plans: dict) -> None:
-    for plan in plans.values():
-        host.free_extra(plan.extra)
+def _is_dim(d: object) -> bool:
+    return isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 0
+
+
+def _release(plans: dict) -> None:
+    # Each plan frees its AotExtra when it dies (see _Plan), so a call still running keeps its plan alive.
     plans.clear()
 
 
@@ -113,7 +110,7 @@ class Op:
         self._host = host
         self._plans: dict = {}
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _release, host, self._plans)
+        self._finalizer = weakref.finalize(self, _release, self._plans)
         self._install(library, artifact, source)
 
     def _install(self, library: KernelLibrary, artifact: Artifact | None, source: Path | None) -> None:
@@ -183,7 +180,7 @@ class Op:
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
         with self._lock:
-            _release(self._host, self._plans)
+            _release(self._plans)
 
     # -- calling --------------------------------------------------------------------------------------
     def __call__(self, *args: Any):
@@ -216,13 +213,13 @@ class Op:
     def _retry(self, code: int, plan: _Plan, arrays: tuple, outs: tuple) -> Any:
         """After a failed fast call: convert arguments the buffer protocol refused, or raise the error."""
         if code != BAD_BUFFER:
-            self._host.raise_for(code, self.name, 0, self._attr_list)
+            self._host.raise_for(code, self.name, 0, plan.attrs)
         converted = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
         code = self._host.call_buffers(plan.address, converted, outs)
         if code == BAD_BUFFER:
             code = self._call_pointers(plan, converted, outs)  # e.g. dtypes numpy cannot export as buffers
         if code:
-            self._host.raise_for(code, self.name, 0, self._attr_list)
+            self._host.raise_for(code, self.name, 0, plan.attrs)
         return outs[0] if plan.single else outs
 
     def _call_pointers(self, plan: _Plan, arrays: tuple, outs: tuple) -> int:
@@ -235,10 +232,14 @@ class Op:
 
     @staticmethod
     def _contiguous(a, index: int) -> np.ndarray:
+        """``a`` as a C-contiguous ndarray in native byte order (0-d stays 0-d)."""
         try:
-            return np.ascontiguousarray(a)
+            arr = np.asarray(a, order="C")
         except Exception as exc:
             raise ArgumentError(f"input {index} ({type(a).__name__}) cannot be used as a numpy array: {exc}") from exc
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        return arr
 
     def _typed_call_attrs(self, extras) -> list[TypedAttr]:
         return [typed(name, v) for name, v in zip(self._spec.call_attrs, extras)]
@@ -253,7 +254,7 @@ class Op:
         arrays = args[:len(args) - n_attr] if n_attr else args
         converted = []
         for i, a in enumerate(arrays):
-            if not isinstance(a, np.ndarray):
+            if not isinstance(a, np.ndarray) or not a.dtype.isnative:
                 if hasattr(a, "__cuda_array_interface__"):
                     raise ArgumentError(f"input {i} is a GPU array ({type(a).__name__}); this is a cpu op, pass a "
                                         "numpy array (e.g. arr.get() for cupy)")
@@ -266,15 +267,14 @@ class Op:
         arrays, extras = self._split(args)
         key = tuple([(a.shape, a.dtype) for a in arrays])
         call_attrs = self._typed_call_attrs(extras)
-        if call_attrs:
-            key += tuple((t.kind, t.value) for t in call_attrs)
+        if call_attrs:  # by repr: 0.0 and -0.0 differ, and NaN equals itself
+            key += tuple((t.kind, repr(t.value)) for t in call_attrs)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._make_plan(arrays, call_attrs)
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:
-                    oldest = next(iter(self._plans))
-                    self._host.free_extra(self._plans.pop(oldest).extra)
+                    del self._plans[next(iter(self._plans))]
                 self._plans[key] = plan
         return self._invoke(plan, arrays)
 
@@ -302,9 +302,12 @@ class Op:
                 host.call_init(lib.init, *init_arrays[:3], extra, function=f"{self.name}Init", attrs=attrs)
             requested = host.workspace_sizes(extra)
             workspaces, ws_ptrs = [], []
-            for size in requested:
+            for k, size in enumerate(requested):
                 allocated = workspace_allocation(size)
-                raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+                try:
+                    raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+                except (MemoryError, ValueError) as exc:
+                    raise WorkspaceError(f"{self.name}Init", k, size) from exc
                 offset = -raw.ctypes.data % WORKSPACE_ALIGNMENT
                 keepalive.append(raw)
                 ws_ptrs.append(raw.ctypes.data + offset)
@@ -327,10 +330,11 @@ class Op:
                                 stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64))
             keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims, lib]
             outputs = list(zip(out_shapes, out_dtypes))
-            return _Plan(record, len(arrays), outputs, keepalive, extra, workspaces)
+            plan = _Plan(host, record, len(arrays), outputs, keepalive, extra, workspaces, attrs)
         except BaseException:
             host.free_extra(extra)
             raise
+        return plan
 
     def _inferred_shapes(self, in_shapes, extra: int, attrs) -> list[tuple[int, ...]]:
         raw = self._call_infer(in_shapes, extra, attrs)
@@ -366,7 +370,7 @@ class Op:
         for i, s in enumerate(shape_args):
             if s is None:
                 coded.append((-2,))
-            elif isinstance(s, (list, tuple)) and all(d is None or (isinstance(d, int) and d >= 0) for d in s):
+            elif isinstance(s, (list, tuple)) and all(d is None or _is_dim(d) for d in s):
                 coded.append(tuple(-1 if d is None else int(d) for d in s))
             else:
                 raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
@@ -388,11 +392,8 @@ class Op:
         """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""
         converted, extras = self._split(arrays)
         plan = self._make_plan(converted, self._typed_call_attrs(extras))
-        try:
-            return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],
-                    "workspaces": [{"requested": r, "allocated": a} for r, a in plan.workspaces]}
-        finally:
-            self._host.free_extra(plan.extra)
+        return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],
+                "workspaces": [{"requested": r, "allocated": a} for r, a in plan.workspaces]}
 
 
 __all__ = ["AttrKind", "Op", "OpSpec", "workspace_allocation"]

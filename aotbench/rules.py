@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .dtypes import resolve_dtype
+from .dtypes import dtype_string, resolve_dtype
 from .errors import ArgumentError, ShapeError
 from .reg import OpInfo
 
@@ -70,7 +70,12 @@ def output_shapes(rule: object, input_shapes: Sequence[Shape], n_outputs: int) -
 
 def output_dtypes(rule: object, input_dtypes: Sequence[np.dtype], n_outputs: int,
                   reg_info: OpInfo | None, input_dtype_strings: tuple[str, ...]) -> list[np.dtype]:
-    """Output dtypes: the ``out_dtype`` rule, else the registration's dtype_format, else the first input's."""
+    """Output dtypes: the ``out_dtype`` rule, else the registration's dtype_format, else the first input's.
+
+    When the registration lists dtype combinations, the inputs must match one of them (whatever ``out_dtype``
+    says), and an ``out_dtype`` that contradicts the matched row is refused.
+    """
+    from_reg = reg_info.output_dtypes(input_dtype_strings) if reg_info is not None else None
     value = rule
     if callable(rule) and not isinstance(rule, type):
         try:
@@ -78,7 +83,6 @@ def output_dtypes(rule: object, input_dtypes: Sequence[np.dtype], n_outputs: int
         except Exception as exc:
             raise ArgumentError(f"out_dtype{tuple(input_dtypes)} raised {type(exc).__name__}: {exc}") from exc
     if value is None:
-        from_reg = reg_info.output_dtypes(input_dtype_strings) if reg_info is not None else None
         if from_reg is not None:
             return [resolve_dtype(d) for d in from_reg]
         if not input_dtypes:
@@ -87,7 +91,12 @@ def output_dtypes(rule: object, input_dtypes: Sequence[np.dtype], n_outputs: int
     values = list(value) if isinstance(value, (list, tuple)) else [value] * n_outputs
     if len(values) != n_outputs:
         raise ArgumentError(f"out_dtype gives {len(values)} dtypes for an op with {n_outputs} outputs")
-    return [resolve_dtype(v) for v in values]
+    dtypes = [resolve_dtype(v) for v in values]
+    if from_reg is not None and [dtype_string(d) for d in dtypes] != list(from_reg):
+        raise ArgumentError(
+            f"out_dtype gives ({', '.join(dtype_string(d) for d in dtypes)}) but the registration's dtype_format "
+            f"gives ({', '.join(from_reg)}) for inputs ({', '.join(input_dtype_strings)}); make them agree")
+    return dtypes
 
 
 def describe_rule(rule: object) -> str:

@@ -51,6 +51,27 @@ def cxx_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...
     ]
 
 
+_INCLUDE_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
+
+
+def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
+    """Directories searched for headers before the system's: the source's own, aotbench's, and those the
+    flags add (``-I``, ``-iquote``, ``-isystem``, ``-idirafter``, joined or as two arguments)."""
+    dirs = [str(source.parent), str(include_dir())]
+    pending = None
+    for flag in flags:
+        if pending:
+            dirs.append(flag)
+            pending = None
+            continue
+        for option in _INCLUDE_OPTIONS:
+            if flag == option:
+                pending = option
+            elif flag.startswith(option) and not (option == "-I" and flag.startswith("-I-")):
+                dirs.append(flag[len(option):])
+    return [os.path.abspath(d) for d in dict.fromkeys(dirs)]
+
+
 def _binary_stamp(path: str) -> tuple[str, int, int]:
     real = os.path.realpath(path)
     st = os.stat(real)
