@@ -11,9 +11,10 @@ from .attrs import typed
 from .errors import AotbenchError, ArgumentError, LoadError
 from .host import get_host
 from .library import check_function_name, load
-from .op import Op, OpSpec
+from .op import Op
 from .reg import OpInfo
 from .rules import count_outputs
+from .spec import OpSpec
 
 TARGETS = ("cpu", "gpu")
 

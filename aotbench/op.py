@@ -1,95 +1,32 @@
 """The op: the callable a user holds.
 
-It owns the attributes, the output rules and a cache of *plans*, one per concrete input signature (shapes,
-dtypes, positional attribute values). A plan holds the AotExtra that ``FInit`` ran on, the workspaces, and
-the marshalled ``ndims``/``shapes``/``dtypes`` arrays, so a repeated call only allocates the outputs, writes
-data pointers and makes one ctypes call.
+It owns the recipe (:class:`~aotbench.spec.OpSpec`), the loaded library, and a cache of plans
+(:mod:`aotbench.plan`), one per concrete input signature (shapes, dtypes, call-attribute values), so a
+repeated call only allocates the outputs and makes one ctypes call.
 """
 
 from __future__ import annotations
 
-import ctypes
 import numbers
 import threading
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import rules
-from .attrs import AttrKind, TypedAttr, describe, typed
+from .attrs import TypedAttr, describe, typed
 from .build import Artifact
 from .dtypes import dtype_string
-from .errors import ArgumentError, ShapeError, WorkspaceError
-from .host import BAD_BUFFER, MAX_PARAMS, CallRecord, Host
+from .errors import ArgumentError, ShapeError
+from .host import BAD_BUFFER, Host
 from .library import KernelLibrary
-from .reg import OpInfo
+from .plan import Plan, call_infer_shape, make_plan, workspace_allocation
+from .spec import OpSpec
 
 MAX_PLANS = 64
-WORKSPACE_ALIGNMENT = 64
-_MAX_WORKSPACE_SLACK = 256 << 20
-
-_p_int64 = ctypes.POINTER(ctypes.c_int64)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """Everything needed to make the op again (``with_attrs``, pickling): the recipe, not the build."""
-
-    func: str
-    out_shape: Any = None
-    out_dtype: Any = None
-    reg_info: OpInfo | None = None
-    attrs: tuple[TypedAttr, ...] = ()
-    target: str = "cpu"
-    flags: tuple[str, ...] = ()
-    cache_dir: Path | None = None
-    n_outputs: int = 1
-    call_attrs: tuple[str, ...] = field(default=())
-
-
-def workspace_allocation(requested: int) -> int:
-    """Bytes actually allocated for a workspace of ``requested`` bytes.
-
-    Generous on purpose: a kernel that asked for an element count instead of bytes writes 4x or 8x what it
-    requested, so up to 8x is allocated (the padding capped at 256 MiB), in whole 512-byte blocks.
-    """
-    padded = requested + min(7 * requested, _MAX_WORKSPACE_SLACK) + 512
-    return -(-padded // 512) * 512
-
-
-class _Plan:
-    """A prepared call for one input signature."""
-
-    __slots__ = ("__weakref__", "address", "attrs", "dtype0", "extra", "keepalive", "n_in", "outputs", "record",
-                 "shape0", "single", "workspaces")
-
-    def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
-                 keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr]):
-        self.record = record
-        self.address = ctypes.addressof(record)
-        self.n_in = n_in
-        self.outputs = outputs
-        self.single = len(outputs) == 1
-        self.shape0, self.dtype0 = outputs[0] if outputs else ((), None)
-        self.keepalive = keepalive
-        self.extra = extra
-        self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
-        self.attrs = attrs  # every attribute the extra holds, call attributes included (for error messages)
-        # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
-        weakref.finalize(self, host.free_extra, extra)
-
-
-def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
-    """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into)."""
-    n = len(shapes)
-    dims = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in shapes]  # a 0-d shape still gets a valid pointer
-    ndims = (ctypes.c_int * max(n, 1))(*[len(s) for s in shapes])
-    shape_ptrs = (_p_int64 * max(n, 1))(*[ctypes.cast(d, _p_int64) for d in dims])
-    dtype_strs = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
-    return ndims, shape_ptrs, dtype_strs, dims
 
 
 def _is_dim(d: object) -> bool:
@@ -97,7 +34,7 @@ def _is_dim(d: object) -> bool:
 
 
 def _release(plans: dict) -> None:
-    # Each plan frees its AotExtra when it dies (see _Plan), so a call still running keeps its plan alive.
+    # Each plan frees its AotExtra when it dies (see Plan), so a call still running keeps its plan alive.
     plans.clear()
 
 
@@ -203,14 +140,14 @@ class Op:
                 return outs
         return self._retry(code, plan, args, outs)
 
-    def _invoke(self, plan: _Plan, arrays: tuple) -> Any:
+    def _invoke(self, plan: Plan, arrays: tuple) -> Any:
         outs = tuple([np.empty(s, d) for s, d in plan.outputs])
         code = self._host.call_buffers(plan.address, arrays, outs)
         if code:
             return self._retry(code, plan, arrays, outs)
         return outs[0] if plan.single else outs
 
-    def _retry(self, code: int, plan: _Plan, arrays: tuple, outs: tuple) -> Any:
+    def _retry(self, code: int, plan: Plan, arrays: tuple, outs: tuple) -> Any:
         """After a failed fast call: convert arguments the buffer protocol refused, or raise the error."""
         if code != BAD_BUFFER:
             self._host.raise_for(code, self.name, 0, plan.attrs)
@@ -222,7 +159,7 @@ class Op:
             self._host.raise_for(code, self.name, 0, plan.attrs)
         return outs[0] if plan.single else outs
 
-    def _call_pointers(self, plan: _Plan, arrays: tuple, outs: tuple) -> int:
+    def _call_pointers(self, plan: Plan, arrays: tuple, outs: tuple) -> int:
         """Slow but universal: write ``.ctypes.data`` pointers into the plan's params (under the op's lock)."""
         with self._lock:
             params = plan.record.params
@@ -271,92 +208,12 @@ class Op:
             key += tuple((t.kind, repr(t.value)) for t in call_attrs)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._make_plan(arrays, call_attrs)
+            plan = make_plan(self._spec, self._host, self.library, arrays, self._attr_list + call_attrs)
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:
                     del self._plans[next(iter(self._plans))]
                 self._plans[key] = plan
         return self._invoke(plan, arrays)
-
-    # -- planning -------------------------------------------------------------------------------------
-    def _make_plan(self, arrays: list[np.ndarray], call_attrs: list[TypedAttr]) -> _Plan:
-        spec, host, lib = self._spec, self._host, self.library
-        attrs = self._attr_list + call_attrs
-        in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
-        in_dtypes = [a.dtype for a in arrays]
-        in_names = [dtype_string(d) for d in in_dtypes]
-        extra = host.new_extra(attrs)
-        try:
-            if spec.out_shape is None:
-                out_shapes = self._inferred_shapes(in_shapes, extra, attrs)
-            else:
-                out_shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
-            out_dtypes = rules.output_dtypes(spec.out_dtype, in_dtypes, spec.n_outputs, spec.reg_info,
-                                             tuple(in_names))
-            shapes = in_shapes + out_shapes
-            names = in_names + [dtype_string(d) for d in out_dtypes]
-            keepalive: list = []
-            if lib.init:
-                init_arrays = _tensor_arrays(shapes, names)
-                keepalive.append(init_arrays)
-                host.call_init(lib.init, *init_arrays[:3], extra, function=f"{self.name}Init", attrs=attrs)
-            requested = host.workspace_sizes(extra)
-            workspaces, ws_ptrs = [], []
-            for k, size in enumerate(requested):
-                allocated = workspace_allocation(size)
-                try:
-                    raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
-                except (MemoryError, ValueError) as exc:
-                    raise WorkspaceError(f"{self.name}Init", k, size) from exc
-                offset = -raw.ctypes.data % WORKSPACE_ALIGNMENT
-                keepalive.append(raw)
-                ws_ptrs.append(raw.ctypes.data + offset)
-                workspaces.append((size, allocated))
-            ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
-                shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
-            nparam = len(shapes) + len(requested)
-            if nparam > MAX_PARAMS:
-                raise ArgumentError(f"{self.name} would get {nparam} params; at most {MAX_PARAMS} are supported")
-            params = (ctypes.c_void_p * max(nparam, 1))()
-            for k, p in enumerate(ws_ptrs):
-                params[len(shapes) + k] = p
-            nbytes = (ctypes.c_int64 * max(len(shapes), 1))(
-                *[int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(shapes, in_dtypes + out_dtypes)])
-            record = CallRecord(fn=lib.kernel, nparam=nparam, n_in=len(arrays), n_out=len(out_shapes),
-                                params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)),
-                                ndims=ctypes.cast(ndims, ctypes.POINTER(ctypes.c_int)),
-                                shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
-                                dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
-                                stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64))
-            keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims, lib]
-            outputs = list(zip(out_shapes, out_dtypes))
-            plan = _Plan(host, record, len(arrays), outputs, keepalive, extra, workspaces, attrs)
-        except BaseException:
-            host.free_extra(extra)
-            raise
-        return plan
-
-    def _inferred_shapes(self, in_shapes, extra: int, attrs) -> list[tuple[int, ...]]:
-        raw = self._call_infer(in_shapes, extra, attrs)
-        out = []
-        for i, dims in enumerate(raw):
-            if any(d < 0 for d in dims):
-                raise ShapeError(
-                    f"{self.name}InferShape returned {tuple(dims)} for output {i} with concrete input shapes "
-                    f"{tuple(in_shapes)}: -1 (unknown dim) and -2 (unknown rank) are only valid when an input "
-                    "is itself unknown. Fix InferShape or pass out_shape=.")
-            out.append(tuple(dims))
-        return out
-
-    def _call_infer(self, in_shapes, extra: int, attrs) -> list[list[int]]:
-        names = ["float32"] * len(in_shapes)  # InferShape receives no dtypes
-        ndims, shape_ptrs, _, _dims = _tensor_arrays(list(in_shapes), names)  # _dims: keep buffers alive
-        raw = self._host.call_infer(self.library.infer_shape, self._spec.n_outputs > 1, ndims, shape_ptrs, extra,
-                                    function=f"{self.name}InferShape", attrs=attrs)
-        if len(raw) != self._spec.n_outputs:
-            raise ShapeError(f"{self.name}InferShape returned {len(raw)} shapes for an op with "
-                             f"{self._spec.n_outputs} outputs")
-        return raw
 
     def infer_shape(self, *shapes: Any):
         """Run only the shape rule: ``None`` for an unknown dim or an unknown rank, as InferShape's -1/-2.
@@ -382,7 +239,7 @@ class Op:
             attrs = self._attr_list + self._typed_call_attrs(extras)
             extra = self._host.new_extra(attrs)
             try:
-                result = self._call_infer(coded, extra, attrs)
+                result = call_infer_shape(self._spec, self._host, self.library, coded, extra, attrs)
             finally:
                 self._host.free_extra(extra)
         decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
@@ -391,9 +248,10 @@ class Op:
     def plan_info(self, *arrays: Any) -> dict:
         """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""
         converted, extras = self._split(arrays)
-        plan = self._make_plan(converted, self._typed_call_attrs(extras))
+        plan = make_plan(self._spec, self._host, self.library, converted,
+                         self._attr_list + self._typed_call_attrs(extras))
         return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],
                 "workspaces": [{"requested": r, "allocated": a} for r, a in plan.workspaces]}
 
 
-__all__ = ["AttrKind", "Op", "OpSpec", "workspace_allocation"]
+__all__ = ["MAX_PLANS", "Op", "OpSpec", "workspace_allocation"]

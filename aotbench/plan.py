@@ -1,0 +1,149 @@
+"""Plans: one prepared kernel call per concrete input signature.
+
+:func:`make_plan` runs the shape rule (``out_shape`` or ``FInferShape``), ``FInit`` on a fresh ``AotExtra``,
+allocates the workspaces, and marshals ``ndims``/``shapes``/``dtypes`` into a :class:`~aotbench.host.CallRecord`
+once, so that a repeated call only allocates outputs and passes data pointers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from . import rules
+from .attrs import TypedAttr
+from .dtypes import dtype_string
+from .errors import ArgumentError, ShapeError, WorkspaceError
+from .host import MAX_PARAMS, CallRecord, Host
+from .library import KernelLibrary
+from .spec import OpSpec
+
+WORKSPACE_ALIGNMENT = 64
+_MAX_WORKSPACE_SLACK = 256 << 20
+_p_int64 = ctypes.POINTER(ctypes.c_int64)
+
+
+def workspace_allocation(requested: int) -> int:
+    """Bytes actually allocated for a workspace of ``requested`` bytes.
+
+    Generous on purpose: a kernel that asked for an element count instead of bytes writes 4x or 8x what it
+    requested, so up to 8x is allocated (the padding capped at 256 MiB), in whole 512-byte blocks.
+    """
+    padded = requested + min(7 * requested, _MAX_WORKSPACE_SLACK) + 512
+    return -(-padded // 512) * 512
+
+
+class Plan:
+    """A prepared call for one input signature."""
+
+    __slots__ = ("__weakref__", "address", "attrs", "dtype0", "extra", "keepalive", "n_in", "outputs", "record",
+                 "shape0", "single", "workspaces")
+
+    def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
+                 keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr]):
+        self.record = record
+        self.address = ctypes.addressof(record)
+        self.n_in = n_in
+        self.outputs = outputs
+        self.single = len(outputs) == 1
+        self.shape0, self.dtype0 = outputs[0] if outputs else ((), None)
+        self.keepalive = keepalive
+        self.extra = extra
+        self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
+        self.attrs = attrs  # every attribute the extra holds, call attributes included (for error messages)
+        # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
+        weakref.finalize(self, host.free_extra, extra)
+
+
+def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
+    """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into)."""
+    n = len(shapes)
+    dims = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in shapes]  # a 0-d shape still gets a valid pointer
+    ndims = (ctypes.c_int * max(n, 1))(*[len(s) for s in shapes])
+    shape_ptrs = (_p_int64 * max(n, 1))(*[ctypes.cast(d, _p_int64) for d in dims])
+    dtype_strs = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
+    return ndims, shape_ptrs, dtype_strs, dims
+
+
+def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple[np.ndarray, ...],
+              attrs: list[TypedAttr]) -> Plan:
+    """Prepare the call of ``lib``'s kernel for these (converted, native-order) input arrays."""
+    name = lib.name
+    in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
+    in_dtypes = [a.dtype for a in arrays]
+    in_names = [dtype_string(d) for d in in_dtypes]
+    extra = host.new_extra(attrs)
+    try:
+        if spec.out_shape is None:
+            out_shapes = concrete_inferred_shapes(spec, host, lib, in_shapes, extra, attrs)
+        else:
+            out_shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
+        out_dtypes = rules.output_dtypes(spec.out_dtype, in_dtypes, spec.n_outputs, spec.reg_info, tuple(in_names))
+        shapes = in_shapes + out_shapes
+        names = in_names + [dtype_string(d) for d in out_dtypes]
+        keepalive: list = [lib]
+        if lib.init:
+            init_arrays = _tensor_arrays(shapes, names)
+            keepalive.append(init_arrays)
+            host.call_init(lib.init, *init_arrays[:3], extra, function=f"{name}Init", attrs=attrs)
+        requested = host.workspace_sizes(extra)
+        workspaces, ws_ptrs = [], []
+        for k, size in enumerate(requested):
+            allocated = workspace_allocation(size)
+            try:
+                raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+            except (MemoryError, ValueError) as exc:
+                raise WorkspaceError(f"{name}Init", k, size) from exc
+            keepalive.append(raw)
+            ws_ptrs.append(raw.ctypes.data + (-raw.ctypes.data % WORKSPACE_ALIGNMENT))
+            workspaces.append((size, allocated))
+        nparam = len(shapes) + len(requested)
+        if nparam > MAX_PARAMS:
+            raise ArgumentError(f"{name} would get {nparam} params; at most {MAX_PARAMS} are supported")
+        # The kernel sees one 1-D uint8 entry per workspace after the tensors (a safe superset of MindSpore).
+        ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
+            shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
+        params = (ctypes.c_void_p * max(nparam, 1))()
+        params[len(shapes):nparam] = ws_ptrs
+        nbytes = (ctypes.c_int64 * max(len(shapes), 1))(
+            *[int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(shapes, in_dtypes + out_dtypes)])
+        record = CallRecord(fn=lib.kernel, nparam=nparam, n_in=len(arrays), n_out=len(out_shapes),
+                            params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)),
+                            ndims=ctypes.cast(ndims, ctypes.POINTER(ctypes.c_int)),
+                            shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
+                            dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
+                            stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64))
+        keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims]
+        plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
+                    attrs)
+    except BaseException:
+        host.free_extra(extra)
+        raise
+    return plan
+
+
+def call_infer_shape(spec: OpSpec, host: Host, lib: KernelLibrary, in_shapes: list[tuple[int, ...]], extra: int,
+                     attrs: list[TypedAttr]) -> list[list[int]]:
+    """What ``FInferShape`` returns for these input shapes (-1 and -2 kept), one list per output."""
+    ndims, shape_ptrs, _, _dims = _tensor_arrays(list(in_shapes), ["float32"] * len(in_shapes))  # no dtypes used
+    raw = host.call_infer(lib.infer_shape, spec.n_outputs > 1, ndims, shape_ptrs, extra,
+                          function=f"{lib.name}InferShape", attrs=attrs)
+    if len(raw) != spec.n_outputs:
+        raise ShapeError(f"{lib.name}InferShape returned {len(raw)} shapes for an op with {spec.n_outputs} outputs")
+    return raw
+
+
+def concrete_inferred_shapes(spec: OpSpec, host: Host, lib: KernelLibrary, in_shapes: list[tuple[int, ...]],
+                             extra: int, attrs: list[TypedAttr]) -> list[tuple[int, ...]]:
+    """``FInferShape``'s shapes for concrete inputs, refusing the -1/-2 that only unknown inputs justify."""
+    out = []
+    for i, dims in enumerate(call_infer_shape(spec, host, lib, in_shapes, extra, attrs)):
+        if any(d < 0 for d in dims):
+            raise ShapeError(
+                f"{lib.name}InferShape returned {tuple(dims)} for output {i} with concrete input shapes "
+                f"{tuple(in_shapes)}: -1 (unknown dim) and -2 (unknown rank) are only valid when an input is "
+                "itself unknown. Fix InferShape or pass out_shape=.")
+        out.append(tuple(dims))
+    return out

@@ -1,0 +1,26 @@
+"""The recipe of an op: everything needed to make it again (``with_attrs``, pickling, hot reload)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .attrs import TypedAttr
+from .reg import OpInfo
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything needed to make the op again (``with_attrs``, pickling): the recipe, not the build."""
+
+    func: str
+    out_shape: Any = None
+    out_dtype: Any = None
+    reg_info: OpInfo | None = None
+    attrs: tuple[TypedAttr, ...] = ()
+    target: str = "cpu"
+    flags: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+    n_outputs: int = 1
+    call_attrs: tuple[str, ...] = field(default=())
