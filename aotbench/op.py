@@ -33,11 +33,6 @@ def _is_dim(d: object) -> bool:
     return isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 0
 
 
-def _release(plans: dict) -> None:
-    # Each plan frees its AotExtra when it dies (see Plan), so a call still running keeps its plan alive.
-    plans.clear()
-
-
 class Op:
     """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
 
@@ -47,7 +42,9 @@ class Op:
         self._host = host
         self._plans: dict = {}
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _release, self._plans)
+        # Each plan frees its AotExtra when it dies (see Plan), so dropping the plans is the whole release, and
+        # a call still running keeps its own plan alive.
+        self._finalizer = weakref.finalize(self, self._plans.clear)
         self._install(library, artifact, source)
 
     def _install(self, library: KernelLibrary, artifact: Artifact | None, source: Path | None) -> None:
@@ -117,7 +114,7 @@ class Op:
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
         with self._lock:
-            _release(self._plans)
+            self._plans.clear()
 
     # -- calling --------------------------------------------------------------------------------------
     def __call__(self, *args: Any):
@@ -127,25 +124,22 @@ class Op:
             plan = self._plans[tuple([(a.shape, a.dtype) for a in args])]
         except (AttributeError, KeyError, TypeError):
             return self._call_slow(args)
+        return self._invoke(plan, args)
+
+    def _invoke(self, plan: Plan, arrays: tuple) -> Any:
+        """Allocate the outputs and call the kernel: one ctypes call on the fast path."""
         if plan.single:
             out = np.empty(plan.shape0, plan.dtype0)
-            code = self._host.call_buffers(plan.address, args, (out,))
+            code = self._host.call_buffers(plan.address, arrays, (out,))
             if not code:
                 return out
             outs: tuple = (out,)
         else:
             outs = tuple([np.empty(s, d) for s, d in plan.outputs])
-            code = self._host.call_buffers(plan.address, args, outs)
+            code = self._host.call_buffers(plan.address, arrays, outs)
             if not code:
                 return outs
-        return self._retry(code, plan, args, outs)
-
-    def _invoke(self, plan: Plan, arrays: tuple) -> Any:
-        outs = tuple([np.empty(s, d) for s, d in plan.outputs])
-        code = self._host.call_buffers(plan.address, arrays, outs)
-        if code:
-            return self._retry(code, plan, arrays, outs)
-        return outs[0] if plan.single else outs
+        return self._retry(code, plan, arrays, outs)
 
     def _retry(self, code: int, plan: Plan, arrays: tuple, outs: tuple) -> Any:
         """After a failed fast call: convert arguments the buffer protocol refused, or raise the error."""
