@@ -1,0 +1,27 @@
+"""The core benchmark runs and reports every target as a measured ratio (values are not asserted: the
+machine is noisy; the numbers are for people)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_core.py"
+
+
+@pytest.mark.slow
+def test_bench_core_quick_reports_all_targets(tmp_path):
+    out = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, timeout=600).stdout
+    rows = [line for line in out.splitlines() if "target" in line]
+    assert len(rows) == 4, out
+    per_call = re.search(r"op\(x\).*?([\d.]+) us.*raw ctypes ([\d.]+) us\s+([\d.]+)x", out)
+    assert per_call, out
+    ours, raw, ratio = map(float, per_call.groups())
+    assert ours > 0 and raw > 0 and abs(ours / raw - ratio) < 0.1
+    assert re.search(r"cache hit\s+[\d.]+ ms", out)
+    assert len(re.findall(r"bare g\+\+ \d+ ms\s+[\d.]+x", out)) == 2
