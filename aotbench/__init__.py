@@ -35,6 +35,13 @@ def get_include() -> str:
     return str(Path(__file__).resolve().parent / "include")
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext aotbench``: registers ``%%aot_kernel`` and ``%aot_doctor`` (IPython is imported only now)."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
+
+
 def examples_dir() -> Path:
     """The directory of the example kernels that ship with aotbench (used by the demo and notebooks)."""
     return Path(__file__).resolve().parent / "examples"

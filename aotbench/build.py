@@ -85,6 +85,37 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
 
 
+def describe_change(old: Artifact, new: Artifact) -> list[str]:
+    """What differs between two builds' inputs, in words (empty when the inputs are the same)."""
+    a, b = old.manifest, new.manifest
+    changes = []
+    if a.get("source_sha256") != b.get("source_sha256"):
+        changes.append("the kernel source changed")
+    old_deps = {d["path"]: d["sha256"] for d in a.get("dependencies", [])}
+    new_deps = {d["path"]: d["sha256"] for d in b.get("dependencies", [])}
+    for path in sorted(old_deps.keys() | new_deps.keys()):
+        if path not in old_deps:
+            changes.append(f"now includes {path}")
+        elif path not in new_deps:
+            changes.append(f"no longer includes {path}")
+        elif old_deps[path] != new_deps[path]:
+            changes.append(f"included file changed: {path}")
+    if _user_flags(a) != _user_flags(b):
+        changes.append(f"flags changed: {_user_flags(a)} -> {_user_flags(b)}")
+    if a.get("compiler") != b.get("compiler"):
+        changes.append(f"compiler changed: {a.get('compiler')} -> {b.get('compiler')}")
+    if a.get("header_version") != b.get("header_version") or a.get("aotbench_version") != b.get("aotbench_version"):
+        changes.append("aotbench or its header changed")
+    return changes
+
+
+def _user_flags(manifest: dict) -> list[str]:
+    """The flags after the source file in a manifest's argv (what the user appended)."""
+    argv = manifest.get("argv", [])
+    source = manifest.get("source")
+    return argv[argv.index(source) + 1:] if source in argv else []
+
+
 def invalidate(artifact: Artifact) -> None:
     """Forget a cached library that turned out to be unusable, so the next :func:`build` recompiles."""
     for p in (artifact.manifest_path, artifact.path):

@@ -54,7 +54,19 @@ class CompileError(AotbenchError):
         self.returncode = returncode
         self.log = log
         self.diagnostics = list(diagnostics)
+        #: Source texts by the file name diagnostics use (the magic adds the cell), for showing the lines.
+        self.sources: dict[str, str] = {}
+        #: Set when the error was already shown as HTML, so the traceback stays one line.
+        self.html_shown = False
         super().__init__(self._summary())
+
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows this error: each diagnostic with its source line, not a Python traceback."""
+        from .display import compile_error_text
+
+        if self.html_shown:
+            return [f"CompileError: {len(self.errors)} error(s), shown above (the compiler output is in .log)"]
+        return compile_error_text(self).splitlines()
 
     @property
     def errors(self) -> list[Diagnostic]:

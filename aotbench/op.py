@@ -42,6 +42,7 @@ class Op:
         self._host = host
         self._plans: dict = {}
         self._lock = threading.Lock()
+        self._reload_callbacks: list = []
         # Each plan frees its AotExtra when it dies (see Plan), so dropping the plans is the whole release, and
         # a call still running keeps its own plan alive.
         self._finalizer = weakref.finalize(self, self._plans.clear)
@@ -96,6 +97,11 @@ class Op:
         return (f"<aotbench.Op {self.name} [{self._spec.target}] outputs: {self._spec.n_outputs} by "
                 f"{rules.describe_rule(self._spec.out_shape)}; attrs: {attrs}{calls}; {origin}>")
 
+    def _repr_html_(self) -> str:
+        from .display import op_html
+
+        return op_html(self)
+
     def __reduce__(self):
         from .custom import _from_spec
         return _from_spec, (self._spec,)
@@ -110,6 +116,24 @@ class Op:
             merged[name] = typed(name, value)
         spec = replace(self._spec, attrs=tuple(merged.values()))
         return Op(spec, self.library, self._host, self.artifact, self.source_path)
+
+    def _adopt(self, other: Op) -> None:
+        """Hot reload: take over ``other``'s recipe and build, keeping this object's identity.
+
+        References to this op (and panels showing it) keep working; the old library's plans are released, and
+        every callback registered with :meth:`on_reload` runs.
+        """
+        with self._lock:
+            self._plans.clear()
+            self._spec = other._spec
+            self._host = other._host
+            self._install(other.library, other.artifact, other.source_path)
+        for callback in list(self._reload_callbacks):
+            callback(self)
+
+    def on_reload(self, callback) -> None:
+        """Call ``callback(op)`` each time this op is rebuilt in place (e.g. its ``%%aot_kernel`` cell re-run)."""
+        self._reload_callbacks.append(callback)
 
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""

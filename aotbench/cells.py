@@ -1,0 +1,74 @@
+"""Kernel source that lives in a notebook cell: where it is written for the compiler, and which function
+in it is the kernel.
+
+Core layer (no IPython): the ``%%aot_kernel`` magic only parses its line and calls these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from . import cache
+
+#: The file name diagnostics show for the cell (a ``#line`` directive maps compiler lines to cell lines).
+CELL_LABEL = "<cell>"
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_EXTERN_C_FUNCTION = re.compile(r'extern\s+"C"\s+(?:[\w:*&<>]+\s+)*?int\s+(\w+)\s*\(([^()]*)\)\s*\{')
+_ANY_FUNCTION = re.compile(r"\bint\s+(\w+)\s*\(([^()]*)\)\s*\{")
+_EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def kernel_functions(source: str) -> list[str]:
+    """Names of the ``extern "C"`` functions with the 7-parameter kernel signature, in source order.
+
+    ``Init`` (4 parameters) and ``InferShape`` (returns a vector) companions never qualify. Functions inside an
+    ``extern "C" { ... }`` block count too.
+    """
+    text = _COMMENTS.sub(" ", source)
+    text = _STRINGS.sub(lambda m: '"C"' if m.group(0) == '"C"' else '""', text)
+    found = [(m.start(), m[1]) for m in _EXTERN_C_FUNCTION.finditer(text) if _param_count(m[2]) == 7]
+    for block in _EXTERN_C_BLOCK.finditer(text):
+        body = _block_body(text, block.end())
+        found += [(block.end() + m.start(), m[1]) for m in _ANY_FUNCTION.finditer(body) if _param_count(m[2]) == 7]
+    return list(dict.fromkeys(name for _, name in sorted(found)))
+
+
+def _param_count(params: str) -> int:
+    params = params.strip()
+    return 0 if params in ("", "void") else params.count(",") + 1
+
+
+def _block_body(text: str, start: int) -> str:
+    depth, i = 1, start
+    while i < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    return text[start:i - 1]
+
+
+def write_cell_source(cell: str, name: str, target: str, cache_dir: Path | None = None) -> Path:
+    """Write ``cell`` where the compiler will read it and return the path.
+
+    The file is content-addressed (``<cache>/cells/<name>-<hash>/<name>.cc``, ``.cu`` for gpu) and never
+    rewritten, so two notebooks using one name cannot race. Its first line is ``#line 1 "<cell>"``, so every
+    diagnostic names the cell and counts the cell's own lines.
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"{name!r} is not a C identifier")
+    text = f'#line 1 "{CELL_LABEL}"\n{cell}'
+    if not text.endswith("\n"):
+        text += "\n"
+    suffix = ".cu" if target == "gpu" else ".cc"
+    digest = hashlib.sha256(f"{suffix}\0{text}".encode()).hexdigest()[:16]
+    root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
+    folder = root / "cells" / f"{name}-{digest}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"{name}{suffix}"
+    if not path.exists():
+        cache.write_atomic(path, text.encode())
+    return path

@@ -1,0 +1,134 @@
+"""``%%aot_kernel`` and ``%aot_doctor``: parse the magic line, delegate to the library, bind one name.
+
+Everything else (writing the cell for the compiler, finding the kernel function, building, rendering errors)
+lives in the core; this module only turns IPython's world into arguments and back.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import HTML, display
+
+from . import build, cells, elf
+from .custom import Custom
+from .errors import CompileError
+from .op import Op
+
+
+def parse_attr(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` with VALUE a Python literal (``axis=1``, ``paddings=[2.0,2.0]``, ``mode="fast"``)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip().isidentifier():
+        raise UsageError(f"--attr {text!r}: write NAME=VALUE, e.g. --attr axis=1")
+    try:
+        return name.strip(), ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError) as exc:
+        raise UsageError(f"--attr {text!r}: the value must be a Python literal such as 1, 2.5, True, "
+                         "\"text\" or [1, 2] (quote strings)") from exc
+
+
+@magics_class
+class AotMagics(Magics):
+    """The aotbench IPython magics."""
+
+    @magic_arguments()
+    @argument("target", choices=["cpu", "gpu"], help="build for the CPU (g++) or the GPU (nvcc)")
+    @argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+              help="an attribute, VALUE a Python literal (repeatable): --attr axis=1 --attr keep_dim=False")
+    @argument("--out-shape", metavar="EXPR", help="output shape rule, evaluated in the notebook: (4,), "
+              "'lambda x, y: x'; default: the kernel's InferShape")
+    @argument("--out-dtype", metavar="EXPR", help="output dtype, evaluated in the notebook: np.float32; "
+              "default: the first input's dtype")
+    @argument("--flags", default="", metavar="'FLAGS'", help="extra compiler flags, e.g. --flags '-O3 -march=native'")
+    @argument("--func", metavar="NAME", help="the kernel function, when the cell defines several")
+    @argument("--name", metavar="VAR", help="bind the op to this variable (default: the function's name)")
+    @argument("--force", action="store_true", help="rebuild even if the library is cached")
+    @argument("--verbose", action="store_true", help="show the exact command and, on a rebuild, what changed")
+    @cell_magic
+    def aot_kernel(self, line: str, cell: str):
+        """Compile the cell as an aot kernel and bind it as a callable op.
+
+        The cell is C++ (cpu) or CUDA (gpu) written to MindSpore's aot calling convention. The op is bound under
+        the kernel function's name (or --name); re-running the cell rebuilds it into the same object.
+        """
+        args = parse_argstring(self.aot_kernel, line)
+        func = args.func or self._find_function(cell, args.target)
+        name = args.name or func
+        if not name.isidentifier():
+            raise UsageError(f"--name {name!r} is not a valid Python variable name")
+        attrs = dict(parse_attr(a) for a in args.attr)
+        source = cells.write_cell_source(cell, func, args.target)
+        flags = [*shlex.split(args.flags), f"-I{os.getcwd()}"]  # the notebook's folder, for its own headers
+        try:
+            op = Custom(f"{source}:{func}", self._eval(args.out_shape), self._eval(args.out_dtype), attrs=attrs,
+                        target=args.target, flags=flags, force=args.force)
+        except CompileError as err:
+            err.sources[cells.CELL_LABEL] = cell
+            if _in_notebook(self.shell):
+                from .display import compile_error_html
+
+                display(HTML(compile_error_html(err)))
+                err.html_shown = True
+            raise
+        previous = self.shell.user_ns.get(name)
+        if args.verbose:
+            self._explain(op, previous)
+        if isinstance(previous, Op) and previous.spec.target == op.spec.target:
+            previous._adopt(op)
+            op = previous
+        self.shell.user_ns[name] = op
+        return op
+
+    @line_magic
+    def aot_doctor(self, line: str) -> None:
+        """Print the versions, compilers, GPU and cache facts to paste into a bug report."""
+        from . import doctor
+
+        print(doctor.report())
+
+    def _find_function(self, cell: str, target: str) -> str:
+        found = cells.kernel_functions(cell)
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise UsageError(f"the cell defines several kernel functions ({', '.join(found)}); choose one with "
+                             f"--func, e.g. %%aot_kernel {target} --func {found[0]}")
+        raise UsageError('no kernel function found: the cell must define extern "C" int NAME(int nparam, '
+                         "void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, "
+                         "void *extra) (or name it with --func)")
+
+    def _eval(self, expr: str | None):
+        if expr is None:
+            return None
+        try:
+            return eval(expr, self.shell.user_ns)  # the user's own expression, in their namespace
+        except Exception as exc:
+            raise UsageError(f"cannot evaluate {expr!r}: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _explain(op: Op, previous: object) -> None:
+        print("command:", shlex.join(op.command or []))
+        if op.artifact is None or op.artifact.cache_hit:
+            print("cache hit: the compiler did not run")
+        elif isinstance(previous, Op) and previous.artifact is not None:
+            changes = build.describe_change(previous.artifact, op.artifact) or ["nothing (a forced rebuild)"]
+            print("rebuilt because:", "; ".join(changes))
+        else:
+            print("rebuilt: no earlier build of this cell in this session to compare with")
+        exported = elf.exported_c_functions(elf.dynamic_symbols(op.library.path.read_bytes()))
+        print("exported functions:", ", ".join(exported))
+
+
+def _in_notebook(shell) -> bool:
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext aotbench``: register the magics (nothing else happens)."""
+    ipython.register_magics(AotMagics)
