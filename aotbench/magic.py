@@ -104,8 +104,14 @@ class AotMagics(Magics):
                          "void *extra) (or name it with --func)")
 
     def _eval(self, expr: str | None):
+        """Evaluate an option's Python expression in the user namespace (shell quotes removed first, since
+        the magic line keeps them: --out-shape "lambda x, y: x")."""
         if expr is None:
             return None
+        try:
+            expr = " ".join(shlex.split(expr))
+        except ValueError:
+            pass  # unbalanced quotes: evaluate as written, and let Python report it
         try:
             return eval(expr, self.shell.user_ns)  # the user's own expression, in their namespace
         except Exception as exc:

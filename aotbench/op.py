@@ -147,6 +147,8 @@ class Op:
         try:
             plan = self._plans[tuple([(a.shape, a.dtype) for a in args])]
         except (AttributeError, KeyError, TypeError):
+            plan = None  # leave the except block first, so errors raised below are not chained to a KeyError
+        if plan is None:
             return self._call_slow(args)
         return self._invoke(plan, args)
 
