@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -150,10 +151,16 @@ def _racy(mtime_ns: int) -> bool:
     return time.time_ns() - mtime_ns < RACY_WINDOW_NS
 
 
+_DATA_SUFFIX = re.compile(r"\.(?!(?:h|hh|hpp|hxx|h\+\+|cuh|inc|inl|ipp|tcc|tpp|def)$)[A-Za-z0-9+_-]+$")
+
+
 def listing_hash(directory: str) -> str:
-    """A hash of the names in ``directory`` (a new or removed file changes it); "missing" if unreadable."""
+    """A hash of the names in ``directory`` that an ``#include`` could find, so a new or removed header (or
+    folder) changes it; "missing" if unreadable. Files with a non-header extension (data, notebooks,
+    sources) are left out: saving ``results.npy`` beside a kernel does not invalidate its build."""
     try:
-        names = sorted(os.listdir(directory))
+        names = sorted(n for n in os.listdir(directory) if not _DATA_SUFFIX.search(n) or os.path.isdir(
+            os.path.join(directory, n)))
     except OSError:
         return "missing"
     return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]

@@ -15,12 +15,13 @@ from . import cache
 #: The file name diagnostics show for the cell (a ``#line`` directive maps compiler lines to cell lines).
 CELL_LABEL = "<cell>"
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
+# Comments, string literals and character literals, matched in one pass so that each hides the others.
+_NOISE = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.DOTALL)
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _EXTERN_C_FUNCTION = re.compile(r'extern\s+"C"\s+(?:[\w:*&<>]+\s+)*?int\s+(\w+)\s*\(([^()]*)\)\s*\{')
 _ANY_FUNCTION = re.compile(r"\bint\s+(\w+)\s*\(([^()]*)\)\s*\{")
 _EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def kernel_functions(source: str) -> list[str]:
@@ -29,13 +30,24 @@ def kernel_functions(source: str) -> list[str]:
     ``Init`` (4 parameters) and ``InferShape`` (returns a vector) companions never qualify. Functions inside an
     ``extern "C" { ... }`` block count too.
     """
-    text = _COMMENTS.sub(" ", source)
-    text = _STRINGS.sub(lambda m: '"C"' if m.group(0) == '"C"' else '""', text)
+    text = _NOISE.sub(_blank, source)
     found = [(m.start(), m[1]) for m in _EXTERN_C_FUNCTION.finditer(text) if _param_count(m[2]) == 7]
     for block in _EXTERN_C_BLOCK.finditer(text):
         body = _block_body(text, block.end())
         found += [(block.end() + m.start(), m[1]) for m in _ANY_FUNCTION.finditer(body) if _param_count(m[2]) == 7]
     return list(dict.fromkeys(name for _, name in sorted(found)))
+
+
+def _blank(match: re.Match) -> str:
+    token = match.group(0)
+    if token == '"C"':
+        return token  # keep extern "C"
+    return '""' if token[0] == '"' else "' '" if token[0] == "'" else " "
+
+
+def includes_local_headers(source: str) -> bool:
+    """True when the source has a quoted ``#include`` of anything but ``custom_aot_extra.h``."""
+    return any(name != "custom_aot_extra.h" for name in _LOCAL_INCLUDE.findall(source))
 
 
 def _param_count(params: str) -> int:
@@ -58,7 +70,7 @@ def write_cell_source(cell: str, name: str, target: str, cache_dir: Path | None 
     rewritten, so two notebooks using one name cannot race. Its first line is ``#line 1 "<cell>"``, so every
     diagnostic names the cell and counts the cell's own lines.
     """
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not a C identifier")
     text = f'#line 1 "{CELL_LABEL}"\n{cell}'
     if not text.endswith("\n"):

@@ -51,11 +51,13 @@ def _snippet(diag: Diagnostic, sources: dict[str, str]) -> list[str]:
     lines = sources.get(diag.file, "").splitlines()
     if not 1 <= diag.line <= len(lines):
         return []
-    text = lines[diag.line - 1].expandtabs(4)
+    raw = lines[diag.line - 1]
     gutter = f"{diag.line:>5} | "
-    out = [gutter + text]
+    out = [gutter + raw.expandtabs(4)]
     if diag.column:
-        out.append(" " * (len(gutter) + diag.column - 1) + "^")
+        # g++ counts bytes; the caret goes under the same character of the tab-expanded line.
+        before = raw.encode()[:diag.column - 1].decode(errors="ignore").expandtabs(4)
+        out.append(" " * (len(gutter) + len(before)) + "^")
     return out
 
 

@@ -7,6 +7,7 @@ lives in the core; this module only turns IPython's world into arguments and bac
 from __future__ import annotations
 
 import ast
+import keyword
 import os
 import shlex
 
@@ -21,9 +22,16 @@ from .errors import CompileError
 from .op import Op
 
 
+def unquote(token: str) -> str:
+    """``token`` without one pair of surrounding shell quotes (IPython keeps them when it splits a magic line)."""
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
+        return token[1:-1]
+    return token
+
+
 def parse_attr(text: str) -> tuple[str, object]:
     """``NAME=VALUE`` with VALUE a Python literal (``axis=1``, ``paddings=[2.0,2.0]``, ``mode="fast"``)."""
-    name, sep, value = text.partition("=")
+    name, sep, value = unquote(text).partition("=")
     if not sep or not name.strip().isidentifier():
         raise UsageError(f"--attr {text!r}: write NAME=VALUE, e.g. --attr axis=1")
     try:
@@ -58,13 +66,15 @@ class AotMagics(Magics):
         the kernel function's name (or --name); re-running the cell rebuilds it into the same object.
         """
         args = parse_argstring(self.aot_kernel, line)
-        func = args.func or self._find_function(cell, args.target)
-        name = args.name or func
-        if not name.isidentifier():
+        func = self._choose_function(cell, args.target, unquote(args.func) if args.func else None)
+        name = unquote(args.name) if args.name else func
+        if not name.isidentifier() or keyword.iskeyword(name):
             raise UsageError(f"--name {name!r} is not a valid Python variable name")
         attrs = dict(parse_attr(a) for a in args.attr)
         source = cells.write_cell_source(cell, func, args.target)
-        flags = [*shlex.split(args.flags), f"-I{os.getcwd()}"]  # the notebook's folder, for its own headers
+        flags = shlex.split(unquote(args.flags))
+        if cells.includes_local_headers(cell):
+            flags.append(f"-I{os.getcwd()}")  # the notebook's folder, where its own headers live
         try:
             op = Custom(f"{source}:{func}", self._eval(args.out_shape), self._eval(args.out_dtype), attrs=attrs,
                         target=args.target, flags=flags, force=args.force)
@@ -92,8 +102,16 @@ class AotMagics(Magics):
 
         print(doctor.report())
 
-    def _find_function(self, cell: str, target: str) -> str:
+    def _choose_function(self, cell: str, target: str, requested: str | None) -> str:
         found = cells.kernel_functions(cell)
+        if requested is not None:
+            if not requested.isidentifier():
+                raise UsageError(f"--func {requested!r} is not a C identifier")
+            if found and requested not in found:
+                raise UsageError(f"--func {requested}: not a kernel function of this cell (a kernel has the "
+                                 f"7-parameter signature; Init and InferShape are companions). Kernel functions "
+                                 f"here: {', '.join(found)}")
+            return requested
         if len(found) == 1:
             return found[0]
         if found:
@@ -104,14 +122,11 @@ class AotMagics(Magics):
                          "void *extra) (or name it with --func)")
 
     def _eval(self, expr: str | None):
-        """Evaluate an option's Python expression in the user namespace (shell quotes removed first, since
-        the magic line keeps them: --out-shape "lambda x, y: x")."""
+        """Evaluate an option's Python expression in the user namespace (one pair of shell quotes removed
+        first, since the magic line keeps them: --out-shape "lambda x, y: x")."""
         if expr is None:
             return None
-        try:
-            expr = " ".join(shlex.split(expr))
-        except ValueError:
-            pass  # unbalanced quotes: evaluate as written, and let Python report it
+        expr = unquote(expr)
         try:
             return eval(expr, self.shell.user_ns)  # the user's own expression, in their namespace
         except Exception as exc:
