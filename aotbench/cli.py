@@ -1,4 +1,4 @@
-"""``python -m aotbench``: command-line entry points (``demo`` now; more commands join as subparsers)."""
+"""``python -m aotbench``: command-line entry points (``demo``, ``doctor``; more commands join as subparsers)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,17 @@ def demo(args: argparse.Namespace) -> int:
     return 0 if np.array_equal(result, (x + y).sum(axis=1)) else 1
 
 
+def doctor(args: argparse.Namespace) -> int:
+    """Print the environment report a user pastes into a bug report (``--json``: the same as JSON)."""
+    import json
+
+    from . import doctor as doctor_module
+
+    report = doctor_module.report(cache_dir=args.cache_dir)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m aotbench", description="aot custom-operator workbench")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "~/.cache/aotbench)")
     p.add_argument("--force", action="store_true", help="rebuild even if the library is cached")
     p.set_defaults(run=demo)
+    p = sub.add_parser("doctor", help="print versions, compilers, GPU and cache details for a bug report")
+    p.add_argument("--cache-dir", default=None, help="build cache directory to report on (default: "
+                   "AOTBENCH_CACHE_DIR or ~/.cache/aotbench)")
+    p.add_argument("--json", action="store_true", help="print the report as a JSON object")
+    p.set_defaults(run=doctor)
     return parser
 
 

@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aotbench.reg", "aotbench.rules",
         "aotbench.toolchain", "aotbench.cache", "aotbench.build", "aotbench.elf", "aotbench.host",
-        "aotbench.library", "aotbench.spec", "aotbench.plan", "aotbench.op", "aotbench.custom"]
+        "aotbench.library", "aotbench.spec", "aotbench.plan", "aotbench.op", "aotbench.custom", "aotbench.doctor",
+        "aotbench.cells", "aotbench.display"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 
