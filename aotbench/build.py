@@ -15,12 +15,13 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import cache, toolchain
+from . import cache, nvcc, toolchain
 from ._version import HEADER_VERSION, __version__
-from .errors import AotbenchError, CompileError, Diagnostic
+from .errors import AotbenchError, ArgumentError, CompileError, Diagnostic
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"^[A-Za-z0-9_.+-]+$")
@@ -51,25 +52,50 @@ class Artifact:
         return cache.read_json(self.manifest_path) or {}
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How one source is compiled: the compiler, the documented argv for an output path, what is added when
+    it actually runs (flags that do not change the binary), and the architecture choice for CUDA."""
+
+    compiler: str
+    command: Callable[[Path], list[str]]
+    run_extra: tuple[str, ...] = ()
+    arch_reason: str | None = None
+
+
+def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = None) -> Recipe:
+    """g++ with the documented C++ flags for .cc/.cpp, nvcc with the adapted CUDA flags for .cu."""
+    if source.suffix in toolchain.CXX_SUFFIXES:
+        cxx = toolchain.find_cxx()
+        return Recipe(cxx, lambda out: toolchain.cxx_command(cxx, source, out, flags))
+    if source.suffix in toolchain.CUDA_SUFFIXES:
+        compiler = nvcc.find_nvcc()
+        try:
+            choice = nvcc.choose_archs(compiler, arch)
+        except ValueError as exc:
+            raise ArgumentError(str(exc)) from exc
+        return Recipe(compiler, lambda out: nvcc.cuda_command(compiler, source, out, flags, choice.gencode),
+                      (nvcc.RESOURCE_FLAG,), choice.reason)
+    raise ArgumentError(f"{source.name}: kernel sources end in .cc or .cpp (g++) or .cu (nvcc)")
+
+
 def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
-          force: bool = False) -> Artifact:
+          force: bool = False, arch: str | int | None = None) -> Artifact:
     """Return the library for ``source`` built with the documented command plus ``flags``.
 
     ``force`` rebuilds even when a matching library is cached (the new build gets its own file name only if
-    its inputs differ; otherwise it replaces the entry atomically).
+    its inputs differ; otherwise it replaces the entry atomically). ``arch`` overrides the CUDA architecture.
     """
     source = Path(source).expanduser().absolute()
     try:
         source_bytes = source.read_bytes()
     except OSError as exc:
         raise AotbenchError(f"cannot read kernel source {source}: {exc.strerror or exc}") from exc
-    if source.suffix not in toolchain.CXX_SUFFIXES:
-        raise AotbenchError(f"{source.name}: only C++ sources (.cc, .cpp) are built by the cpu target")
+    recipe = recipe_for(source, tuple(flags), arch)
     root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
-    compiler = toolchain.find_cxx()
     stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
-    template = toolchain.cxx_command(compiler, source, Path("<output>"), tuple(flags))
-    base = _base_key(source_bytes, template, toolchain.compiler_identity(compiler))
+    template = recipe.command(Path("<output>"))
+    base = _base_key(source_bytes, template, toolchain.compiler_identity(recipe.compiler))
     search_dirs = toolchain.user_include_dirs(source, tuple(flags))
 
     if not force:
@@ -81,7 +107,7 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
             hit = _lookup(root, base, search_dirs)  # another process may have built it while we waited
             if hit is not None:
                 return replace(hit, source=source_bytes.decode("utf-8", "replace"))
-        artifact = _compile(root, base, stem, source, source_bytes, compiler, tuple(flags), search_dirs)
+        artifact = _compile(root, base, stem, source, source_bytes, recipe, search_dirs)
     return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
 
 
@@ -172,11 +198,11 @@ def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None
     )
 
 
-def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, compiler: str,
-             flags: tuple[str, ...], search_dirs: list[str]) -> Artifact:
+def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, recipe: Recipe,
+             search_dirs: list[str]) -> Artifact:
     scratch = root / "tmp" / f"{stem}-{base[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
-    argv_run = toolchain.cxx_command(compiler, source, tmp_lib, flags) + ["-MD", "-MF", str(dep_file)]
+    argv_run = [*recipe.command(tmp_lib), *recipe.run_extra, "-MD", "-MF", str(dep_file)]
     listings = [[d, cache.listing_hash(d)] for d in search_dirs]
     marker.touch()
     started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
@@ -186,7 +212,7 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
                               errors="replace", stdin=subprocess.DEVNULL)
         elapsed = time.perf_counter() - started
         if proc.returncode != 0:
-            documented = toolchain.cxx_command(compiler, source, root / f"{stem}-<key>.so", flags)
+            documented = recipe.command(root / f"{stem}-<key>.so")
             raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
         own = str(source)
         deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
@@ -196,16 +222,19 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         salt = uuid.uuid4().hex if unstable else ""
         key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps) + salt).encode()).hexdigest()[:20]}"
         lib = root / f"{key}.so"
-        argv = toolchain.cxx_command(compiler, source, lib, flags)
+        argv = recipe.command(lib)
         manifest = {
             "key": key, "base_key": base, "source": str(source),
             "source_sha256": hashlib.sha256(source_bytes).hexdigest(),
-            "argv": argv, "argv_run": argv_run, "compiler": toolchain.compiler_identity(compiler),
+            "argv": argv, "argv_run": argv_run, "compiler": toolchain.compiler_identity(recipe.compiler),
             "aotbench_version": __version__, "header_version": HEADER_VERSION,
             "log": proc.stdout, "build_time_s": round(elapsed, 4), "created": time.time(),
             "artifact_sha256": cache.sha256_file(tmp_lib),
             "dependencies": [{"path": d.path, "sha256": d.sha256} for d in deps],
         }
+        if recipe.arch_reason is not None:
+            manifest["arch_reason"] = recipe.arch_reason
+            manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)
         os.replace(tmp_lib, lib)
         cache.write_atomic(root / f"{key}.json", json.dumps(manifest, indent=1).encode())
         if not unstable:

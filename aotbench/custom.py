@@ -8,7 +8,7 @@ from typing import Any
 
 from . import build, toolchain
 from .attrs import typed
-from .errors import AotbenchError, ArgumentError, LoadError
+from .errors import ArgumentError, LoadError
 from .host import get_host
 from .library import check_function_name, load
 from .op import Op
@@ -21,22 +21,24 @@ TARGETS = ("cpu", "gpu")
 
 def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
            reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
-           flags: Any = None, cache_dir: str | Path | None = None, force: bool = False) -> Op:
+           flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
+           arch: str | int | None = None) -> Op:
     """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
     documented command plus ``flags``, any other path is loaded as a prebuilt library. ``out_shape`` and
     ``out_dtype`` are MindSpore's (``out_shape=None`` uses the kernel's ``InferShape``). Attributes come from
-    ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``.
+    ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``. A ``.cu`` source is built with nvcc for the gpu target
+    (``arch="sm_90"`` overrides the architecture choice).
     """
     spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
-                     cache_dir=cache_dir)
+                     cache_dir=cache_dir, arch=arch)
     return _from_spec(spec, force=force)
 
 
 def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
               reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
-              flags: Any = None, cache_dir: str | Path | None = None) -> OpSpec:
+              flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
         raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
@@ -44,7 +46,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         raise ArgumentError(f"func must be 'path:function_name' (e.g. './kernel.cc:CustomKernel'), got {func!r}")
     if reg_info is not None and not isinstance(reg_info, OpInfo):
         raise ArgumentError("reg_info must come from aotbench.CustomRegOp(...)...get_op_info()")
-    target = _resolve_target(target, reg_info)
+    target = _resolve_target(target, reg_info, func.partition(":")[0])
     merged = {a.name: a for a in (reg_info.attrs if reg_info else ())}
     call_attrs = reg_info.call_attrs if reg_info else ()
     for name, value in (attrs or {}).items():
@@ -54,7 +56,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
     return OpSpec(
         func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
         target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
-        n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs),
+        n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
     )
 
 
@@ -62,33 +64,35 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
     path_text, _, name = spec.func.partition(":")
     check_function_name(name)
     path = Path(path_text).expanduser()
-    if spec.target == "gpu" or path.suffix in toolchain.CUDA_SUFFIXES:
-        raise AotbenchError("the gpu target (CUDA sources) is not available in this version of aotbench yet")
     host = get_host(spec.cache_dir)
-    if path.suffix not in toolchain.CXX_SUFFIXES:
+    if path.suffix not in toolchain.CXX_SUFFIXES + toolchain.CUDA_SUFFIXES:
         if not path.exists():
             raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
         return Op(spec, load(path.absolute(), name), host)
-    artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force)
+    artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch)
     try:
         library = load(artifact.path, name)
     except LoadError:
         # A cached library that no longer loads is rebuilt once; a fresh one that fails is the user's to fix.
         if artifact.cache_hit:
             build.invalidate(artifact)
-            artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True)
+            artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True, arch=spec.arch)
             library = load(artifact.path, name)
         else:
             raise
     return Op(spec, library, host, artifact, path.absolute())
 
 
-def _resolve_target(target: str | None, reg_info: OpInfo | None) -> str:
+def _resolve_target(target: str | None, reg_info: OpInfo | None, path: str) -> str:
+    """The explicit target, else the registration's, else gpu for a .cu source and cpu otherwise."""
+    is_cuda = Path(path).suffix in toolchain.CUDA_SUFFIXES
     if target is None:
-        target = (reg_info.target if reg_info and reg_info.target else "cpu")
+        target = reg_info.target if reg_info and reg_info.target else ("gpu" if is_cuda else "cpu")
     target = str(target).lower()
     if target not in TARGETS:
         raise ArgumentError(f"target={target!r}: use 'cpu' or 'gpu'")
+    if is_cuda and target != "gpu":
+        raise ArgumentError(f"{Path(path).name} is CUDA source: it needs target='gpu' (it is built with nvcc)")
     return target
 
 

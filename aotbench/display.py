@@ -31,8 +31,19 @@ def op_rows(op: Op) -> list[tuple[str, str]]:
     else:
         build = f"compiled in {op.artifact.build_time_s:.2f} s, {op.artifact.path.name}"
     outputs = f"{spec.n_outputs} by {rules.describe_rule(spec.out_shape)}"
-    return [("function", op.name), ("target", spec.target), ("attributes", attrs), ("outputs", outputs),
+    rows = [("function", op.name), ("target", spec.target), ("attributes", attrs), ("outputs", outputs),
             ("build", build)]
+    manifest = op.artifact.manifest if op.artifact else {}
+    if "arch_reason" in manifest:
+        rows.append(("arch", manifest["arch_reason"]))
+    rows += [("kernel", resource_text(r)) for r in op.resources]
+    return rows
+
+
+def resource_text(r: dict) -> str:
+    """One ptxas report entry in words."""
+    return (f"{r['kernel']} ({r['arch']}): {r['registers']} registers, {r['shared_bytes']} B shared, "
+            f"{r['stack_bytes']} B stack, {r['spill_stores']}/{r['spill_loads']} B spill stores/loads")
 
 
 def op_text(op: Op) -> str:

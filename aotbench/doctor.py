@@ -20,16 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache, toolchain
+from . import cache, nvcc, toolchain
 from ._version import __version__
 from .errors import ToolchainNotFoundError
 
 NOT_INSTALLED = "not installed"
-NVCC_HINT = ("install the CUDA toolkit, or `pip install nvidia-cuda-nvcc` (its nvcc is found in site-packages); "
-             "or set CUDA_HOME")
-#: Where pip's CUDA wheels put nvcc, relative to a site-packages directory (CUDA 13 layout, then CUDA 12's).
-PIP_NVCC = (Path("nvidia", "cu13", "bin", "nvcc"), Path("nvidia", "cuda_nvcc", "bin", "nvcc"))
-
 
 @dataclass(frozen=True)
 class Report:
@@ -168,23 +163,8 @@ def _gxx(timeout_s: float) -> tuple[str | None, str]:
     return path, _first_line(text) or "unknown (no output from --version)"
 
 
-def _nvcc_candidates() -> list[tuple[str, Path]]:
-    found: list[tuple[str, Path]] = []
-    on_path = shutil.which("nvcc")
-    if on_path:
-        found.append(("PATH", Path(on_path)))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            found.append((var, Path(os.environ[var]) / "bin" / "nvcc"))
-    for entry in sys.path:
-        if entry and os.path.isdir(entry):
-            found.extend(("pip (site-packages)", Path(entry) / rel) for rel in PIP_NVCC)
-    found.append(("/usr/local/cuda", Path("/usr/local/cuda/bin/nvcc")))
-    return found
-
-
 def _nvcc(timeout_s: float) -> tuple[str | None, str | None, str]:
-    for source, path in _nvcc_candidates():
+    for source, path in nvcc.candidates():
         try:
             usable = path.is_file() and os.access(path, os.X_OK)
         except OSError:
@@ -197,7 +177,7 @@ def _nvcc(timeout_s: float) -> tuple[str | None, str | None, str]:
         release = next((line.strip() for line in text.splitlines() if "release" in line), "")
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return str(path), source, release or (lines[-1] if lines else "unknown (no output from --version)")
-    return None, None, f"not found: {NVCC_HINT}"
+    return None, None, f"not found: {nvcc.NVCC_HINT}"
 
 
 def _gpu(timeout_s: float) -> str:

@@ -56,6 +56,8 @@ class AotMagics(Magics):
     @argument("--flags", default="", metavar="'FLAGS'", help="extra compiler flags, e.g. --flags '-O3 -march=native'")
     @argument("--func", metavar="NAME", help="the kernel function, when the cell defines several")
     @argument("--name", metavar="VAR", help="bind the op to this variable (default: the function's name)")
+    @argument("--arch", metavar="SM", help="gpu: the CUDA architecture to build for (sm_90, 90 or 9.0); "
+              "default: the detected GPU's, or the documented targets plus PTX")
     @argument("--force", action="store_true", help="rebuild even if the library is cached")
     @argument("--verbose", action="store_true", help="show the exact command and, on a rebuild, what changed")
     @cell_magic
@@ -77,7 +79,8 @@ class AotMagics(Magics):
             flags.append(f"-I{os.getcwd()}")  # the notebook's folder, where its own headers live
         try:
             op = Custom(f"{source}:{func}", self._eval(args.out_shape), self._eval(args.out_dtype), attrs=attrs,
-                        target=args.target, flags=flags, force=args.force)
+                        target=args.target, flags=flags, force=args.force,
+                        arch=unquote(args.arch) if args.arch else None)
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
             if _in_notebook(self.shell):
@@ -135,6 +138,8 @@ class AotMagics(Magics):
     @staticmethod
     def _explain(op: Op, previous: object) -> None:
         print("command:", shlex.join(op.command or []))
+        if op.artifact is not None and "arch_reason" in op.artifact.manifest:
+            print("architectures:", op.artifact.manifest["arch_reason"])
         if op.artifact is None or op.artifact.cache_hit:
             print("cache hit: the compiler did not run")
         elif isinstance(previous, Op) and previous.artifact is not None:

@@ -19,6 +19,7 @@ import numpy as np
 from . import rules
 from .attrs import TypedAttr, describe, typed
 from .build import Artifact
+from .devices import require_gpu
 from .dtypes import dtype_string
 from .errors import ArgumentError, ShapeError
 from .host import BAD_BUFFER, Host
@@ -80,6 +81,11 @@ class Op:
     def source(self) -> str | None:
         """The kernel source text that was compiled (None for a prebuilt library)."""
         return self.artifact.source if self.artifact else None
+
+    @property
+    def resources(self) -> list[dict]:
+        """ptxas's per-kernel report for a gpu build (registers, shared memory, spills); empty otherwise."""
+        return self.artifact.manifest.get("resource_usage", []) if self.artifact else []
 
     @property
     def log(self) -> str:
@@ -221,6 +227,8 @@ class Op:
         return tuple(converted), tuple(args[len(arrays):])
 
     def _call_slow(self, args) -> Any:
+        if self._spec.target == "gpu":
+            require_gpu(self.name)
         arrays, extras = self._split(args)
         key = tuple([(a.shape, a.dtype) for a in arrays])
         call_attrs = self._typed_call_attrs(extras)

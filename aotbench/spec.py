@@ -24,3 +24,4 @@ class OpSpec:
     cache_dir: Path | None = None
     n_outputs: int = 1
     call_attrs: tuple[str, ...] = field(default=())
+    arch: str | int | None = None  # CUDA architecture override (gpu target)

@@ -24,6 +24,25 @@ def session_cache(tmp_path_factory) -> Path:
         os.environ["AOTBENCH_CACHE_DIR"] = old
 
 
+def pytest_collection_modifyitems(config, items):
+    """``nvcc`` tests need the CUDA compiler, ``gpu`` tests a CUDA device: skip them cleanly where absent."""
+    from aotbench import nvcc
+    from aotbench.devices import gpu_unavailable_reason
+    from aotbench.errors import ToolchainNotFoundError
+
+    try:
+        nvcc.find_nvcc()
+        no_nvcc = None
+    except ToolchainNotFoundError as exc:
+        no_nvcc = str(exc)
+    no_gpu = gpu_unavailable_reason() if any("gpu" in item.keywords for item in items) else None
+    for item in items:
+        if "nvcc" in item.keywords and no_nvcc:
+            item.add_marker(pytest.mark.skip(reason=no_nvcc))
+        if "gpu" in item.keywords and no_gpu:
+            item.add_marker(pytest.mark.skip(reason=f"no usable GPU: {no_gpu}"))
+
+
 @pytest.fixture
 def kernels() -> Path:
     """The directory of the test kernel sources."""

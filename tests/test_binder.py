@@ -9,6 +9,7 @@ notebook executed in that environment through its own Jupyter kernel.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -52,7 +53,7 @@ def test_binder_files_say_what_the_issue_asks():
     assert (BINDER / "runtime.txt").read_text().split() == ["python-3.11"]
     assert "g++" in (BINDER / "apt.txt").read_text().split()
     requirements = [line.split("#")[0].strip() for line in (BINDER / "requirements.txt").read_text().splitlines()]
-    assert ".[notebook]" in requirements
+    assert ".[notebook,nvcc]" in requirements
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     names = {re.split(r"[<>=!~ \[]", req)[0].lower() for req in extras["notebook"]}
     assert {"ipython", "ipykernel"} <= names
@@ -144,6 +145,15 @@ def test_binder_requirements_install_and_run_every_notebook(tmp_path):
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(venv), "aotbench must come from the Binder install"
+
+    # Binder has no CUDA toolkit: hide this machine's nvcc, so GPU cells compile with the one pip installed.
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if not (Path(d) / "nvcc").exists())
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        env.pop(var, None)
+    doctor = subprocess.run([str(python), "-m", "aotbench", "doctor", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)["nvcc_source"] == "pip (site-packages)", doctor.stdout
 
     start = time.perf_counter()
     run = subprocess.run([str(python), str(repo / "tests" / "notebook_runner.py"), "--work-dir", str(tmp_path / "work"),

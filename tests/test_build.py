@@ -305,9 +305,9 @@ def test_stem_of_unusual_file_names_is_safe(tmp_path):
     assert artifact.path.parent == tmp_path / "cache"
 
 
-def test_only_cxx_sources_are_built(tmp_path):
-    """build() refuses a source that is not C++ instead of handing it to g++."""
+def test_only_kernel_sources_are_built(tmp_path):
+    """build() refuses a source that is neither C++ nor CUDA instead of handing it to a compiler."""
     src = tmp_path / "k.c"
     src.write_text("int f(void) { return 0; }\n")
-    with pytest.raises(aotbench.AotbenchError, match="C\\+\\+"):
+    with pytest.raises(aotbench.ArgumentError, match=r"\.cc or \.cpp \(g\+\+\) or \.cu \(nvcc\)"):
         build_mod.build(src, cache_dir=tmp_path / "cache")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aotbench import cache, doctor
+from aotbench import cache, doctor, nvcc
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
@@ -144,7 +144,7 @@ def test_no_nvcc_anywhere_is_not_found(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(_only_python_on_path(tmp_path)))
     for var in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(doctor, "PIP_NVCC", ())  # ignore a pip-installed nvcc of this environment
+    monkeypatch.setattr(nvcc, "PIP_NVCC", ())  # ignore a pip-installed nvcc of this environment
     r = doctor.report(tmp_path / "cache")
     if Path("/usr/local/cuda/bin/nvcc").exists():
         assert r.nvcc_source == "/usr/local/cuda"

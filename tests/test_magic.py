@@ -508,3 +508,41 @@ def test_repr_html_names_function_attributes_and_cache_state(ip):
     ip.run_cell_magic("aot_kernel", line, ADD_REDUCE.read_text())
     page = op._repr_html_()
     assert "cache hit" in page and "compiled in" not in page
+
+
+# -- gpu cells (need nvcc only) ------------------------------------------------------------------------------
+GPU_CELL = """#include <cstdint>
+__global__ void scale_kernel(const float *x, float *out, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = 3.0f * x[i];
+}
+extern "C" int MagicScale""" + SIG + """ {
+  int64_t n = 1;
+  for (int d = 0; d < ndims[0]; d++) n *= shapes[0][d];
+  scale_kernel<<<(n + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const float *>(params[0]), static_cast<float *>(params[1]), n);
+  return 0;
+}
+"""
+
+
+@pytest.mark.nvcc
+def test_gpu_cell_compiles_reports_resources_and_explains_a_missing_device(ip, rng):
+    """%%aot_kernel gpu builds the cell with nvcc (a .cu file, same as Custom on a file); the op shows ptxas's
+    report; where no device is usable, calling it says why."""
+    from aotbench.devices import gpu_unavailable_reason
+
+    op = ip.run_cell_magic("aot_kernel", f"gpu {SAME} --arch sm_90", GPU_CELL)
+    assert ip.user_ns["MagicScale"] is op and op.spec.target == "gpu"
+    assert Path(op.command[0]).name == "nvcc" and op.command[op.command.index("-o") + 2].endswith(".cu")
+    assert "arch=compute_90,code=[sm_90,compute_90]" in op.command
+    (report,) = op.resources
+    assert report["arch"] == "sm_90" and report["kernel"].startswith("scale_kernel")
+    assert "scale_kernel" in op._repr_html_()
+    file_op = aotbench.Custom(f"{op.source_path}:MagicScale", ip.user_ns["first_shape"], None, arch="sm_90")
+    assert file_op.artifact.path == op.artifact.path  # the same build as from a file
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        pytest.skip("a usable GPU is present")
+    with pytest.raises(aotbench.DeviceUnavailableError, match="cannot run here"):
+        op(rand(rng, 5))

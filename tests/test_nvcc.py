@@ -1,0 +1,131 @@
+"""The gpu target's build side, with the real nvcc and no GPU: the documented command adapted to the toolkit,
+the architecture choice and its reason, ptxas's resource report, host-side Init/InferShape, and the clean
+error a call gives where no device is usable."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotbench
+from aotbench import nvcc
+from aotbench.build import build
+from aotbench.devices import gpu_unavailable_reason
+from aotbench.display import op_text
+
+pytestmark = pytest.mark.nvcc
+KERNEL = Path(__file__).resolve().parent / "kernels" / "nvcc_axpy.cu"
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 2.5, "transpose": False})
+
+
+def test_command_is_the_documented_cuda_command_with_adapted_archs(axpy):
+    """--shared -Xcompiler -fPIC -O3, the -gencode pairs where the documented one stood, the documented tail."""
+    argv = axpy.command
+    assert Path(argv[0]).name == "nvcc"
+    assert argv[1:5] == ["--shared", "-Xcompiler", "-fPIC", "-O3"]
+    tail = argv[argv.index("--use_fast_math"):]
+    assert tail[:3] == ["--use_fast_math", "--expt-relaxed-constexpr", "-D_GLIBCXX_USE_CXX11_ABI=0"]
+    assert tail[3:5] == [f"-I{aotbench.get_include()}", f"-I{KERNEL.parent}"]
+    assert tail[5] == "-o" and tail[6] == str(axpy.artifact.path) and tail[7] == str(KERNEL)
+    gencode = argv[5:argv.index("--use_fast_math")]
+    assert gencode[0::2] == ["-gencode"] * (len(gencode) // 2)
+    supported = nvcc.supported_archs(argv[0])
+    for pair in gencode[1::2]:
+        assert int(pair.split(",")[0].removeprefix("arch=compute_")) in supported
+
+
+def test_arch_choice_without_a_gpu_drops_rejected_archs_and_keeps_ptx(axpy):
+    """No device: every documented arch the toolkit accepts, the newest with PTX; rejected ones are named."""
+    if nvcc.detect_device_arch()[0] is not None:
+        pytest.skip("a GPU is present: the choice adds its architecture instead")
+    supported = nvcc.supported_archs(axpy.command[0])
+    kept = [a for a in nvcc.DOCUMENTED_ARCHS if a in supported]
+    reason = axpy.artifact.manifest["arch_reason"]
+    assert "no GPU detected" in reason
+    for a in nvcc.DOCUMENTED_ARCHS:
+        assert (f"dropped compute_{a}" in reason) == (a not in supported)
+    assert f"arch=compute_{kept[-1]},code=[sm_{kept[-1]},compute_{kept[-1]}]" in axpy.command
+    # The library really holds that machine code and PTX (cuobjdump lists both), when the tool is here.
+    cuobjdump = shutil.which("cuobjdump") or str(Path(axpy.command[0]).with_name("cuobjdump"))
+    if Path(cuobjdump).exists():
+        listing = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", str(axpy.artifact.path)],
+                                 capture_output=True, text=True, check=False).stdout
+        assert f"sm_{kept[-1]}" in listing
+
+
+def test_explicit_arch_override_is_used_and_recorded():
+    """arch="sm_90" builds exactly that (machine code + PTX) and says so in the manifest; a bad arch is refused."""
+    op = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="sm_90")
+    gencode = op.command[5:op.command.index("--use_fast_math")]
+    assert gencode == ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+    assert "arch='sm_90' given" in op.artifact.manifest["arch_reason"]
+    assert any(r["arch"] == "sm_90" for r in op.resources)
+    with pytest.raises(aotbench.ArgumentError, match="this nvcc supports"):
+        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="sm_10")
+    with pytest.raises(aotbench.ArgumentError, match="sm_90"):
+        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="hopper")
+
+
+def test_resource_report_names_the_kernel_and_its_shared_memory(axpy):
+    """ptxas's report is parsed per kernel: demangled name, registers, the 1 KiB shared tile, no spills."""
+    (report,) = axpy.resources
+    assert report["kernel"].startswith("axpy_kernel(")
+    assert report["registers"] > 0 and report["shared_bytes"] == 256 * 4
+    assert report["spill_stores"] == report["spill_loads"] == 0
+    assert "axpy_kernel(" in op_text(axpy) and "1024 B shared" in op_text(axpy)
+
+
+def test_resource_usage_parser_on_a_spilling_report():
+    """The parser reads stack, spills and shared memory from ptxas's wording."""
+    log = ("ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z3fooPf\n"
+           "    48 bytes stack frame, 40 bytes spill stores, 36 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 360 bytes cmem[0]\n")
+    (r,) = nvcc.resource_usage(log)
+    assert (r["arch"], r["registers"], r["shared_bytes"]) == ("sm_90", 255, 4096)
+    assert (r["stack_bytes"], r["spill_stores"], r["spill_loads"]) == (48, 40, 36)
+    assert r["kernel"] in ("foo(float*)", "_Z3fooPf")
+
+
+def test_init_and_infer_shape_run_on_the_host(axpy, rng):
+    """A .cu library loads without a GPU; its InferShape and Init run on the host like the cpu target's."""
+    rows, cols = (int(v) for v in rng.integers(1, 50, 2))
+    assert axpy.infer_shape((rows, cols), (rows, cols)) == (rows, cols)
+    assert axpy.with_attrs(transpose=True).infer_shape((rows, cols), (rows, cols)) == (cols, rows)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    info = axpy.plan_info(x, x)
+    assert info["outputs"] == [((rows, cols), np.dtype(np.float32))]
+    assert info["workspaces"][0]["requested"] == rows * cols * 4
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a usable GPU is present")
+def test_calling_without_a_device_is_a_clear_error(axpy, rng):
+    """No usable device: DeviceUnavailableError (a RuntimeError) saying which piece is missing and what to do."""
+    x = rng.standard_normal(8).astype(np.float32)
+    with pytest.raises(aotbench.DeviceUnavailableError) as info:
+        axpy(x, x)
+    assert isinstance(info.value, RuntimeError)
+    message = str(info.value)
+    assert gpu_unavailable_reason() in message and "Axpy" in message and "NVIDIA GPU" in message
+
+
+def test_cuda_source_needs_the_gpu_target():
+    with pytest.raises(aotbench.ArgumentError, match="target='gpu'"):
+        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, target="cpu")
+
+
+def test_missing_nvcc_is_a_toolchain_error(monkeypatch, tmp_path):
+    """With no nvcc anywhere it looks, building a .cu raises ToolchainNotFoundError with the pip hint. (This
+    machine has a CUDA toolkit in /usr/local/cuda, so "nowhere" is simulated by narrowing the search list.)"""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(nvcc, "candidates", lambda: [("PATH", tmp_path / "nvcc")])
+    with pytest.raises(aotbench.ToolchainNotFoundError, match="nvidia-cuda-nvcc"):
+        build(KERNEL)
