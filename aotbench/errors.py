@@ -184,5 +184,15 @@ class WorkspaceError(AotbenchError, MemoryError):
             "about 1.8e19).")
 
 
+class ContractViolation(AotbenchError, RuntimeError):
+    """Check mode found the kernel breaking its contract (writing out of bounds, leaving outputs unwritten,
+    overrunning a workspace, producing poison or wrong values). ``report`` has the details."""
+
+    def __init__(self, function: str, report):
+        self.function = function
+        self.report = report
+        super().__init__(f"{function} broke its contract:\n" + "\n".join(f"  - {p}" for p in report.problems))
+
+
 class DeviceUnavailableError(AotbenchError, RuntimeError):
     """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""

@@ -58,6 +58,8 @@ class AotMagics(Magics):
     @argument("--name", metavar="VAR", help="bind the op to this variable (default: the function's name)")
     @argument("--arch", metavar="SM", help="gpu: the CUDA architecture to build for (sm_90, 90 or 9.0); "
               "default: the detected GPU's, or the documented targets plus PTX")
+    @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
+              "a contract violation raises ContractViolation with the report")
     @argument("--force", action="store_true", help="rebuild even if the library is cached")
     @argument("--verbose", action="store_true", help="show the exact command and, on a rebuild, what changed")
     @cell_magic
@@ -95,6 +97,7 @@ class AotMagics(Magics):
         if isinstance(previous, Op) and previous.spec.target == op.spec.target:
             previous._adopt(op)
             op = previous
+        op.check_next_call = args.check
         self.shell.user_ns[name] = op
         return op
 

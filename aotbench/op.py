@@ -21,7 +21,7 @@ from .attrs import TypedAttr, describe, typed
 from .build import Artifact
 from .devices import require_gpu
 from .dtypes import dtype_string
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ContractViolation, ShapeError
 from .host import BAD_BUFFER, Host
 from .library import KernelLibrary
 from .plan import Plan, call_infer_shape, make_plan, workspace_allocation
@@ -44,6 +44,7 @@ class Op:
         self._plans: dict = {}
         self._lock = threading.Lock()
         self._reload_callbacks: list = []
+        self._check_next_call = False
         # Each plan frees its AotExtra when it dies (see Plan), so dropping the plans is the whole release, and
         # a call still running keeps its own plan alive.
         self._finalizer = weakref.finalize(self, self._plans.clear)
@@ -141,6 +142,18 @@ class Op:
         """Call ``callback(op)`` each time this op is rebuilt in place (e.g. its ``%%aot_kernel`` cell re-run)."""
         self._reload_callbacks.append(callback)
 
+    @property
+    def check_next_call(self) -> bool:
+        """When True, the next call runs in check mode and raises ContractViolation on a problem (``--check``)."""
+        return self._check_next_call
+
+    @check_next_call.setter
+    def check_next_call(self, value: bool) -> None:
+        with self._lock:
+            self._check_next_call = bool(value)
+            if value:
+                self._plans.clear()  # so the next call takes the slow path, where the check happens
+
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
         with self._lock:
@@ -229,6 +242,12 @@ class Op:
     def _call_slow(self, args) -> Any:
         if self._spec.target == "gpu":
             require_gpu(self.name)
+        if self._check_next_call:
+            self._check_next_call = False
+            report = self.check(*args)
+            if not report.ok:
+                raise ContractViolation(self.name, report)
+            return report.outputs
         arrays, extras = self._split(args)
         key = tuple([(a.shape, a.dtype) for a in arrays])
         call_attrs = self._typed_call_attrs(extras)
@@ -272,6 +291,17 @@ class Op:
                 self._host.free_extra(extra)
         decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
         return decoded[0] if self._spec.n_outputs == 1 else tuple(decoded)
+
+    def check(self, *arrays: Any, reference: Any = None, rtol: float | None = None, atol: float | None = None,
+              dynamic: list | None = None):
+        """Run once with guarded, poisoned buffers and report contract violations (see :mod:`aotbench.check`).
+
+        ``reference`` is the expected output(s) or a function of the inputs; ``dynamic`` lists one shape per
+        input with ``None`` for dims MindSpore would see as -1, to also check Init as graph mode calls it.
+        """
+        from .check import check
+
+        return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
 
     def plan_info(self, *arrays: Any) -> dict:
         """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""
