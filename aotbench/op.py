@@ -122,7 +122,7 @@ class Op:
                 raise ArgumentError(f"{name!r} is a call argument of this op; pass it when calling")
             merged[name] = typed(name, value)
         spec = replace(self._spec, attrs=tuple(merged.values()))
-        return Op(spec, self.library, self._host, self.artifact, self.source_path)
+        return type(self)(spec, self.library, self._host, self.artifact, self.source_path)  # subclasses too
 
     def _adopt(self, other: Op) -> None:
         """Hot reload: take over ``other``'s recipe and build, keeping this object's identity.
@@ -269,6 +269,9 @@ class Op:
         unknown rank), then the values of call attributes, if the op has any.
         """
         n_attr = len(self._spec.call_attrs)
+        if self._n_inputs is not None and len(shapes) != self._n_inputs + n_attr:
+            raise ArgumentError(f"{self.name}.infer_shape takes {self._n_inputs} input shape(s)"
+                                + (f" then {n_attr} attribute value(s)" if n_attr else "") + f"; got {len(shapes)}")
         shape_args, extras = (shapes[:len(shapes) - n_attr], shapes[len(shapes) - n_attr:]) if n_attr else (shapes, ())
         coded = []
         for i, s in enumerate(shape_args):

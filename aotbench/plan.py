@@ -21,6 +21,8 @@ from .library import KernelLibrary
 from .spec import OpSpec
 
 WORKSPACE_ALIGNMENT = 64
+SHAPE_PAD = 8
+MAX_OUTPUT_BYTES = 1 << 44  # 16 TiB: a larger output comes from a broken shape rule, not a real op
 _MAX_WORKSPACE_SLACK = 256 << 20
 _p_int64 = ctypes.POINTER(ctypes.c_int64)
 
@@ -58,12 +60,18 @@ class Plan:
 
 
 def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
-    """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into)."""
-    n = len(shapes)
-    dims = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in shapes]  # a 0-d shape still gets a valid pointer
-    ndims = (ctypes.c_int * max(n, 1))(*[len(s) for s in shapes])
-    shape_ptrs = (_p_int64 * max(n, 1))(*[ctypes.cast(d, _p_int64) for d in dims])
-    dtype_strs = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
+    """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into).
+
+    Every array has at least SHAPE_PAD entries and every shape buffer at least SHAPE_PAD dims, zero-filled: a
+    kernel that reads a tensor or a dim it was not given (assuming two inputs, or 2-D) reads zeros and an empty
+    dtype string, never a null pointer or whatever follows in memory.
+    """
+    n = max(len(shapes), SHAPE_PAD)
+    dims = [(ctypes.c_int64 * max(len(s), SHAPE_PAD))(*s) for s in shapes]
+    dims += [(ctypes.c_int64 * SHAPE_PAD)() for _ in range(n - len(shapes))]
+    ndims = (ctypes.c_int * n)(*[len(s) for s in shapes])
+    shape_ptrs = (_p_int64 * n)(*[ctypes.cast(d, _p_int64) for d in dims])
+    dtype_strs = (ctypes.c_char_p * n)(*[s.encode() for s in names], *([b""] * (n - len(names))))
     return ndims, shape_ptrs, dtype_strs, dims
 
 
@@ -81,6 +89,10 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple[np.nda
         else:
             out_shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
         out_dtypes = rules.output_dtypes(spec.out_dtype, in_dtypes, spec.n_outputs, spec.reg_info, tuple(in_names))
+        for i, (shape, dtype) in enumerate(zip(out_shapes, out_dtypes)):
+            if int(np.prod(shape, dtype=object)) * dtype.itemsize > MAX_OUTPUT_BYTES:
+                raise ShapeError(f"output {i} of {name} would have shape {shape} ({dtype}), more than "
+                                 f"{MAX_OUTPUT_BYTES >> 40} TiB: check the shape rule")
         shapes = in_shapes + out_shapes
         names = in_names + [dtype_string(d) for d in out_dtypes]
         keepalive: list = [lib]
