@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from IPython.testing.globalipapp import get_ipython, start_ipython
 
 import aotbench
 from aotbench import CompileError, Op
@@ -55,7 +55,7 @@ SAME = "--out-shape first_shape"
 @pytest.fixture(scope="module")
 def ip(tmp_path_factory):
     """IPython's test shell with the extension loaded, working in a folder of its own."""
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # a singleton: another module may have started it
     notebook_dir = tmp_path_factory.mktemp("notebook")
     old_cwd = os.getcwd()
     os.chdir(notebook_dir)
