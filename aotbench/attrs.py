@@ -18,7 +18,7 @@ from .errors import AttrError
 
 _INT64 = (-(2**63), 2**63 - 1)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class AttrKind(IntEnum):
@@ -59,7 +59,7 @@ class TypedAttr:
 
 
 def check_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise AttrError(f"attribute name {name!r} is not valid: use letters, digits and underscores "
                         "(a C identifier)", name=str(name))
     return name

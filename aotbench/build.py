@@ -24,7 +24,7 @@ from ._version import HEADER_VERSION, __version__
 from .errors import AotbenchError, ArgumentError, CompileError, Diagnostic
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
-_KEY = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_KEY = re.compile(r"[A-Za-z0-9_.+-]+")
 _DEP_SPLIT = re.compile(r"(?<!\\)\s+")
 _DEP_UNESCAPE = re.compile(r"\\[ #\\]")
 _DIAGNOSTIC = re.compile(
@@ -163,7 +163,7 @@ def _lookup(root: Path, base: str, search_dirs: list[str]) -> Artifact | None:
     for entry in cache.index_entries(root, base):
         try:
             key = entry["key"]
-            if not (isinstance(key, str) and _KEY.match(key)):
+            if not (isinstance(key, str) and _KEY.fullmatch(key)):
                 continue
             deps = [cache.DepStamp(*d) for d in entry["deps"]]
             listings = {d: h for d, h in entry.get("dirs", [])}

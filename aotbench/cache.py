@@ -20,7 +20,10 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import re
+import shlex
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -50,11 +53,21 @@ def default_cache_dir() -> Path:
 
 
 def prepare(root: Path) -> Path:
-    """Create the cache directory (private to the user) and its subdirectories; return its absolute path."""
+    """Create the cache directory (private to the user) and its subdirectories; return its absolute path.
+
+    Raises :class:`CacheError` when the directory (or one of its subdirectories) is owned by another user or
+    writable by group or others: a library from there could have been replaced by someone else, so nothing is
+    built into it or loaded from it.
+    """
     root = Path(root).expanduser().absolute()
     try:
-        for sub in ("", "index", "locks", "tmp"):
-            (root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_private(root)
+        for sub in ("index", "locks", "tmp"):
+            (root / sub).mkdir(mode=0o700, exist_ok=True)
+            check_private(root / sub, root)
+    except CacheError:
+        raise
     except OSError as exc:
         raise CacheError(
             f"cannot create the aotbench cache directory {root}: {exc.strerror or exc}. Point "
@@ -66,6 +79,34 @@ def prepare(root: Path) -> Path:
             "at a writable directory."
         )
     return root
+
+
+def check_private(directory: Path, root: Path | None = None) -> None:
+    """Raise :class:`CacheError` unless ``directory`` is owned by this user and writable by nobody else."""
+    st = os.stat(directory)
+    root = root or directory
+    fix = (f"Run `chmod 700 {shlex.quote(str(directory))}` if it is yours, or point AOTBENCH_CACHE_DIR (or "
+           "cache_dir=) at a private directory of your own.")
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise CacheError(
+            f"refusing the aotbench cache directory {root}: {directory} is owned by {_user(st.st_uid)}, not by "
+            f"you ({_user(uid)}), so another user could replace the libraries aotbench would load from it. "
+            "Point AOTBENCH_CACHE_DIR (or cache_dir=) at a private directory of your own.")
+    if st.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("group", 0o020), ("world", 0o002)) if st.st_mode & bit)
+        sticky = " (the sticky bit does not make it private)" if st.st_mode & stat.S_ISVTX else ""
+        raise CacheError(
+            f"refusing the aotbench cache directory {root}: {directory} is {who}-writable (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}){sticky}, so another user could replace the libraries aotbench "
+            f"would load from it. {fix}")
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def sha256_file(path: Path) -> str:
@@ -184,3 +225,6 @@ def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> Non
     entries = [e for e in index_entries(root, base) if isinstance(e, dict) and e.get("key") != entry["key"]]
     data = {"entries": [entry, *entries][:keep]}
     write_atomic(root / "index" / f"{base}.json", json.dumps(data, separators=(",", ":")).encode())
+
+
+# --- Inspecting and pruning the cache (``python -m aotbench cache info|prune``) ------------------------------

@@ -1,4 +1,4 @@
-"""``python -m aotbench``: command-line entry points (``demo``, ``doctor``; more commands join as subparsers)."""
+"""``python -m aotbench``: command-line entry points (``demo``, ``doctor``, ``cache info|prune``; more commands join as subparsers)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,75 @@ def doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def cache_info(args: argparse.Namespace) -> int:
+    """Print what the cache holds: totals, then the largest and the most recently used libraries."""
+    import json
+    import time
+
+    from . import cache, cache_admin
+
+    root = args.cache_dir if args.cache_dir is not None else cache.default_cache_dir()
+    u = cache_admin.usage(root)
+    if args.json:
+        print(json.dumps({
+            "root": str(u.root), "total_bytes": u.total_bytes, "total_files": u.total_files,
+            "libraries": len(u.entries), "library_bytes": u.library_bytes, "cell_sources": u.cell_sources,
+            "cell_bytes": u.cell_bytes, "tmp_files": u.tmp_files, "tmp_bytes": u.tmp_bytes,
+            "index_files": u.index_files, "unpaired": [str(p) for p in u.unpaired],
+            "entries": [{"key": e.key, "source": e.source, "size_bytes": e.size_bytes, "created": e.created,
+                         "last_used": e.last_used, "library": str(e.library)} for e in u.entries],
+        }, indent=2))
+        return 0
+    print(f"cache:     {u.root}")
+    print(f"total:     {_size(u.total_bytes)} in {u.total_files} files")
+    print(f"libraries: {len(u.entries)} ({_size(u.library_bytes)} with manifests); {u.index_files} index files; "
+          f"{u.cell_sources} cell sources ({_size(u.cell_bytes)}); {u.tmp_files} tmp files ({_size(u.tmp_bytes)})")
+    for title, rows in (("largest", sorted(u.entries, key=lambda e: e.size_bytes, reverse=True)[:10]),
+                        ("most recently used", u.entries[:10])):
+        if rows:
+            print(f"\n{title}:")
+            print(f"  {'size':>10}  {'last used':<16}  key / source")
+            for e in rows:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))
+                print(f"  {_size(e.size_bytes):>10}  {when:<16}  {e.key}  {e.source}")
+    return 0
+
+
+def cache_prune(args: argparse.Namespace) -> int:
+    """Remove least recently used libraries down to --max-size (or everything with --all); list what went."""
+    from . import cache, cache_admin
+
+    if args.max_size is None and not args.all:
+        print("aotbench: nothing to prune by size: give --max-size SIZE or --all (stale temporary files and "
+              "dangling index entries are cleaned either way)", file=sys.stderr)
+    root = args.cache_dir if args.cache_dir is not None else cache.default_cache_dir()
+    removed = cache_admin.prune(root, max_bytes=args.max_size, everything=args.all, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in removed:
+        print(f"{verb} {path}")
+    after = cache_admin.usage(root)
+    print(f"{verb} {len(removed)} files; the cache {'is' if not args.dry_run else 'stays at'} "
+          f"{_size(after.total_bytes)} ({len(after.entries)} libraries)")
+    return 0
+
+
+def _max_size(text: str) -> int:
+    from .cache_admin import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m aotbench", description="aot custom-operator workbench")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "AOTBENCH_CACHE_DIR or ~/.cache/aotbench)")
     p.add_argument("--json", action="store_true", help="print the report as a JSON object")
     p.set_defaults(run=doctor)
+    p = sub.add_parser("cache", help="inspect or prune the build cache")
+    cache_sub = p.add_subparsers(dest="cache_command", required=True)
+    for name, helptext, run in (("info", "sizes and the largest / most recent libraries", cache_info),
+                                ("prune", "remove least recently used libraries, stale temporary files", cache_prune)):
+        q = cache_sub.add_parser(name, help=helptext)
+        q.add_argument("--cache-dir", default=None, help="build cache directory (default: AOTBENCH_CACHE_DIR or "
+                       "~/.cache/aotbench)")
+        q.set_defaults(run=run)
+    info, prune = cache_sub.choices["info"], cache_sub.choices["prune"]
+    info.add_argument("--json", action="store_true", help="print the numbers as a JSON object")
+    prune.add_argument("--max-size", type=_max_size, default=None, metavar="SIZE",
+                       help="keep the cache at most this big (bytes, or 500M, 2G ...), least recently used first")
+    prune.add_argument("--all", action="store_true", help="remove every library, manifest, index and cell source")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     return parser
 
 

@@ -27,7 +27,7 @@ class KernelLibrary:
 
 
 def check_function_name(name: str) -> str:
-    if not isinstance(name, str) or not _FUNC_NAME.match(name):
+    if not isinstance(name, str) or not _FUNC_NAME.fullmatch(name):
         raise ArgumentError(
             f"{name!r} is not a valid kernel function name: it must be a C identifier, as in 'kernel.cc:MyKernel'")
     return name
