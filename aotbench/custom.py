@@ -22,23 +22,26 @@ TARGETS = ("cpu", "gpu")
 def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
            reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
            flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
-           arch: str | int | None = None) -> Op:
+           arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None) -> Op:
     """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
     documented command plus ``flags``, any other path is loaded as a prebuilt library. ``out_shape`` and
     ``out_dtype`` are MindSpore's (``out_shape=None`` uses the kernel's ``InferShape``). Attributes come from
     ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``. A ``.cu`` source is built with nvcc for the gpu target
-    (``arch="sm_90"`` overrides the architecture choice).
+    (``arch="sm_90"`` overrides the architecture choice). ``isolate=True`` runs every call in a worker process
+    (:mod:`aotbench.isolate`): a crash raises ``KernelCrashedError``, a call longer than ``timeout_s`` seconds
+    ``KernelTimeoutError``, and the next call starts a fresh worker.
     """
     spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
-                     cache_dir=cache_dir, arch=arch)
+                     cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s)
     return _from_spec(spec, force=force)
 
 
 def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
               reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
-              flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None) -> OpSpec:
+              flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None,
+              isolate: bool = False, timeout_s: float | None = None) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
         raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
@@ -53,10 +56,19 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         if name in call_attrs:
             raise ArgumentError(f"attribute {name!r} is registered without value=, so it is a call argument")
         merged[name] = typed(name, value)
+    if not isinstance(isolate, bool):
+        raise ArgumentError(f"isolate must be True or False, got {isolate!r}")
+    if timeout_s is not None:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ArgumentError(f"timeout_s must be a positive number of seconds (or None), got {timeout_s!r}")
+        if not isolate:
+            raise ArgumentError("timeout_s needs isolate=True: only a call in a worker process can be stopped")
+        timeout_s = float(timeout_s)
     return OpSpec(
         func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
         target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
+        isolate=isolate, timeout_s=timeout_s,
     )
 
 
@@ -68,7 +80,7 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
     if path.suffix not in toolchain.CXX_SUFFIXES + toolchain.CUDA_SUFFIXES:
         if not path.exists():
             raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
-        return Op(spec, load(path.absolute(), name), host)
+        return _make_op(spec, load(path.absolute(), name), host)
     artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch)
     try:
         library = load(artifact.path, name)
@@ -80,7 +92,15 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
             library = load(artifact.path, name)
         else:
             raise
-    return Op(spec, library, host, artifact, path.absolute())
+    return _make_op(spec, library, host, artifact, path.absolute())
+
+
+def _make_op(spec: OpSpec, *args: Any) -> Op:
+    if spec.isolate:
+        from .isolate import IsolatedOp  # only isolated ops pay for importing it
+
+        return IsolatedOp(spec, *args)
+    return Op(spec, *args)
 
 
 def _resolve_target(target: str | None, reg_info: OpInfo | None, path: str) -> str:

@@ -196,3 +196,39 @@ class ContractViolation(AotbenchError, RuntimeError):
 
 class DeviceUnavailableError(AotbenchError, RuntimeError):
     """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""
+
+
+class KernelCrashedError(AotbenchError, RuntimeError):
+    """An isolated op's worker process died during a call (a signal such as SIGSEGV, or an exit).
+
+    ``signal`` is the signal's name (``"SIGSEGV"``) or ``None`` when the worker exited with ``exitcode``;
+    ``function`` the kernel; ``stderr`` what the worker printed before it died (``faulthandler``'s Python frames,
+    and the kernel's own output). The parent process is unharmed and the next call starts a fresh worker.
+    """
+
+    def __init__(self, function: str, signal: str | None, exitcode: int | None, stderr: str = ""):
+        self.function = function
+        self.signal = signal
+        self.exitcode = exitcode
+        self.stderr = stderr
+        how = f"was killed by {signal}" if signal else f"exited with status {exitcode}"
+        msg = (f"{function} crashed: its isolated worker process {how}. Your Python process is unharmed; the "
+               "next call starts a fresh worker.")
+        tail = "\n".join(stderr.rstrip().splitlines()[-40:])
+        super().__init__(f"{msg}\nworker stderr:\n{tail}" if tail else msg)
+
+
+class KernelTimeoutError(AotbenchError, TimeoutError):
+    """An isolated op's call ran longer than ``timeout_s``; its worker was killed (the next call starts a fresh
+    one)."""
+
+    def __init__(self, function: str, timeout_s: float, stderr: str = ""):
+        self.function = function
+        self.timeout_s = timeout_s
+        self.stderr = stderr
+        super().__init__(f"{function} did not return within timeout_s={timeout_s:g} s; its isolated worker was "
+                         "killed (an infinite loop or a deadlock in the kernel?). The next call starts a fresh "
+                         "worker.")
+
+    def __str__(self) -> str:  # TimeoutError (an OSError) would otherwise format errno-style
+        return self.args[0]

@@ -60,6 +60,10 @@ class AotMagics(Magics):
               "default: the detected GPU's, or the documented targets plus PTX")
     @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
               "a contract violation raises ContractViolation with the report")
+    @argument("--isolate", action="store_true", help="run every call in a worker process: a crash (SIGSEGV ...) "
+              "raises KernelCrashedError instead of killing the notebook, and the next call starts a fresh worker")
+    @argument("--timeout-s", type=float, metavar="SECONDS", help="with --isolate (implied): kill a call that runs "
+              "longer than this and raise KernelTimeoutError")
     @argument("--force", action="store_true", help="rebuild even if the library is cached")
     @argument("--verbose", action="store_true", help="show the exact command and, on a rebuild, what changed")
     @cell_magic
@@ -82,7 +86,8 @@ class AotMagics(Magics):
         try:
             op = Custom(f"{source}:{func}", self._eval(args.out_shape), self._eval(args.out_dtype), attrs=attrs,
                         target=args.target, flags=flags, force=args.force,
-                        arch=unquote(args.arch) if args.arch else None)
+                        arch=unquote(args.arch) if args.arch else None,
+                        isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s)
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
             if _in_notebook(self.shell):
@@ -94,7 +99,8 @@ class AotMagics(Magics):
         previous = self.shell.user_ns.get(name)
         if args.verbose:
             self._explain(op, previous)
-        if isinstance(previous, Op) and previous.spec.target == op.spec.target:
+        # Same kind of op (isolated or not) and target: re-running the cell rebuilds into the same object.
+        if isinstance(previous, Op) and type(previous) is type(op) and previous.spec.target == op.spec.target:
             previous._adopt(op)
             op = previous
         op.check_next_call = args.check

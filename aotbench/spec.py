@@ -25,3 +25,5 @@ class OpSpec:
     n_outputs: int = 1
     call_attrs: tuple[str, ...] = field(default=())
     arch: str | int | None = None  # CUDA architecture override (gpu target)
+    isolate: bool = False  # run calls in a worker process (aotbench.isolate)
+    timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds

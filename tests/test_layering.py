@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aotbench.reg", "aotbench.rules",
         "aotbench.toolchain", "aotbench.cache", "aotbench.build", "aotbench.elf", "aotbench.host",
         "aotbench.library", "aotbench.spec", "aotbench.plan", "aotbench.op", "aotbench.custom", "aotbench.doctor",
-        "aotbench.cells", "aotbench.display", "aotbench.nvcc", "aotbench.devices"]
+        "aotbench.cells", "aotbench.display", "aotbench.nvcc", "aotbench.devices",
+        "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 

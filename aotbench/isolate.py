@@ -1,0 +1,342 @@
+"""Crash isolation: an op whose calls run in a worker process (``Custom(..., isolate=True, timeout_s=...)``).
+
+The parent keeps everything an :class:`~aotbench.op.Op` has (the library is loaded here too, for
+``infer_shape``, ``plan_info``, ``check`` and ``with_attrs``); only ``__call__`` goes to the worker:
+
+* the worker is ``python -m aotbench._worker``, started (``subprocess``, never a fork) on the first call and
+  again after a crash. It loads the very library and native host the parent loaded (no compiler runs) and
+  builds a plain ``Op`` from the op's ``OpSpec``; requests and replies are pickles on two pipes of their own, so
+  what the kernel prints cannot corrupt them.
+* arrays travel through one shared-memory arena owned by the parent (created, grown and always unlinked
+  here; the worker only maps it): the parent copies the inputs in, the kernel writes its outputs straight into
+  the arena, and the parent copies them out into fresh arrays. The worker plans the call (InferShape, Init) and
+  answers "grow" when the arena is too small for the outputs; the arena only grows, so that happens rarely.
+* a worker that dies (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, a stack overflow, ``exit``) gives
+  :class:`~aotbench.errors.KernelCrashedError` with the signal and what it printed to stderr (``faulthandler``
+  is on in the worker); a call longer than ``timeout_s`` kills it and gives
+  :class:`~aotbench.errors.KernelTimeoutError`; an interrupted call (Ctrl-C) kills it too. The next call starts
+  a fresh worker. Errors the kernel reports normally (``KernelError``, ``AttrError`` ...) come back as the same
+  class with the same message and fields.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import weakref
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import rules
+from .devices import require_gpu
+from .dtypes import dtype_string
+from .errors import ArgumentError, KernelCrashedError, KernelTimeoutError
+from .op import Op
+
+ALIGN = 64
+MIN_ARENA = 1 << 16
+START_TIMEOUT_S = 120.0  # importing numpy and aotbench in a fresh interpreter, on a loaded machine
+SHM_PREFIX = "aotb_"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_names = itertools.count()
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def arena_name() -> str:
+    """A fresh shared-memory name, recognisable as this process's (``aotb_<pid>_<n>``)."""
+    return f"{SHM_PREFIX}{os.getpid()}_{next(_names)}"
+
+
+def rebuild_exception(kind: str, module: str, qualname: str, args: tuple, state: dict) -> BaseException:
+    """The exception the worker raised, as the same class with the same args and fields (builtins or aotbench)."""
+    cls = None
+    if module == "builtins" or module == "aotbench" or module.startswith("aotbench."):
+        try:
+            cls = getattr(importlib.import_module(module), qualname)
+        except (ImportError, AttributeError):
+            cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return RuntimeError(f"{module}.{qualname} in the isolated worker: {args[0] if args else ''}")
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+class _Worker:
+    """One worker process, its request and reply pipes, and the file its stdout/stderr go to."""
+
+    def __init__(self, setup: bytes):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives (closed in close)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env.pop("PYTHONSTARTUP", None)
+        try:
+            # A session of its own: the terminal's Ctrl-C reaches only the parent, which then kills the worker.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "aotbench._worker", str(req_r), str(rep_w)], pass_fds=(req_r, rep_w),
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env, start_new_session=True)
+        except BaseException:
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+            self.log.close()
+            raise
+        os.close(req_r)
+        os.close(rep_w)
+        self.requests = Connection(req_w, readable=False)
+        self.replies = Connection(rep_r, writable=False)
+        self.forwarded = 0  # bytes of the log already shown
+        self.requests.send_bytes(setup)
+
+    def log_size(self) -> int:
+        return os.fstat(self.log.fileno()).st_size
+
+    def log_text(self, start: int = 0) -> str:
+        size = self.log_size()
+        return os.pread(self.log.fileno(), max(size - start, 0), start).decode("utf-8", "replace")
+
+    def kill(self) -> int | None:
+        """Kill the process (if still running) and wait for it; its exit status (negative: the signal)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail on Linux
+            code = None
+        for conn in (self.requests, self.replies):
+            conn.close()
+        return code
+
+    def close(self) -> None:
+        self.kill()
+        self.log.close()
+
+
+class _Channel:
+    """What an isolated op's calls go through: the (lazily started) worker and the shared-memory arena.
+
+    Held apart from the op so that ``weakref.finalize`` can release both when the op dies.
+    """
+
+    def __init__(self, setup: bytes):
+        self.setup = setup
+        self.worker: _Worker | None = None
+        self.arena: SharedMemory | None = None
+        self.lock = threading.Lock()
+
+    def reset(self, setup: bytes | None = None) -> None:
+        """Stop the worker (the next call starts one) and free the arena."""
+        with self.lock:
+            if setup is not None:
+                self.setup = setup
+            self._drop_worker()
+            self._drop_arena()
+
+    close = reset
+
+    def _drop_worker(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+
+    def _drop_arena(self) -> None:
+        arena, self.arena = self.arena, None
+        if arena is not None:
+            try:
+                arena.unlink()  # first: a view still alive somewhere must not keep the name in /dev/shm
+            except FileNotFoundError:
+                pass
+            try:
+                arena.close()
+            except BufferError:
+                pass  # a view is still exported; the mapping goes when it does
+
+    def _ensure_arena(self, need: int) -> SharedMemory:
+        arena = self.arena
+        if arena is None or arena.size < need:
+            self._drop_arena()
+            size = MIN_ARENA
+            while size < need:
+                size *= 2
+            self.arena = arena = SharedMemory(name=arena_name(), create=True, size=size)
+        return arena
+
+    def _ensure_worker(self, function: str) -> _Worker:
+        worker = self.worker
+        if worker is None:
+            worker = self.worker = _Worker(self.setup)
+            kind, payload = self._receive(worker, function, START_TIMEOUT_S, starting=True)
+            if kind == "error":
+                self._drop_worker()
+                raise rebuild_exception(*payload) from None
+        return worker
+
+    def call(self, function: str, arrays: tuple, extras: tuple, override: Any, timeout_s: float | None):
+        with self.lock:
+            worker = self._ensure_worker(function)
+            metas, at = [], 0
+            for a in arrays:
+                metas.append((at, a.shape, a.dtype))
+                at = _align(at + a.nbytes)
+            out_start = at
+            arena = self._ensure_arena(max(at, 1))
+            copied = None
+            while True:
+                if copied is not arena:  # a fresh arena: copy the inputs (again)
+                    buf = arena.buf
+                    for (off, shape, dtype), a in zip(metas, arrays):
+                        np.copyto(np.ndarray(shape, dtype, buffer=buf, offset=off), a, casting="no")
+                    del buf
+                    copied = arena
+                request = pickle.dumps((arena.name, arena.size, metas, extras, override, out_start), protocol=5)
+                kind, payload = self._roundtrip(worker, request, function, timeout_s)
+                if kind == "grow":
+                    arena = self._ensure_arena(payload)
+                    continue
+                break
+            self._forward_output(worker)
+            if kind == "error":
+                raise rebuild_exception(*payload) from None
+            buf = arena.buf
+            try:
+                outs = [np.ndarray(shape, dtype, buffer=buf, offset=off).copy() for off, shape, dtype in payload]
+            finally:
+                del buf
+        return outs
+
+    def _roundtrip(self, worker: _Worker, request: bytes, function: str, timeout_s: float | None):
+        try:
+            worker.requests.send_bytes(request)
+        except OSError:  # BrokenPipeError: it died before (or while) reading the request
+            return self._receive(worker, function, timeout_s)
+        return self._receive(worker, function, timeout_s)
+
+    def _receive(self, worker: _Worker, function: str, timeout_s: float | None, starting: bool = False):
+        start = worker.forwarded
+        try:
+            ready = timeout_s is None or worker.replies.poll(timeout_s)
+            data = worker.replies.recv_bytes() if ready else None
+        except (EOFError, OSError):
+            code = worker.kill()
+            text = worker.log_text(start)
+            self._drop_worker()
+            sig = None
+            if code is not None and code < 0:
+                try:
+                    sig = signal.Signals(-code).name
+                except ValueError:
+                    sig = f"signal {-code}"
+            raise KernelCrashedError(function, sig, None if sig else code, text) from None
+        except BaseException:  # KeyboardInterrupt while waiting: the reply can no longer be matched to a call
+            self._drop_worker()
+            raise
+        if data is None:  # timed out: kill it
+            worker.kill()
+            text = worker.log_text(start)
+            self._drop_worker()
+            if starting:
+                raise KernelCrashedError(function, None, None, f"the worker did not start within {timeout_s:g} s\n"
+                                         + text)
+            raise KernelTimeoutError(function, timeout_s, text)  # type: ignore[arg-type]
+        return pickle.loads(data)
+
+    @staticmethod
+    def _forward_output(worker: _Worker) -> None:
+        """Show what the worker printed since the last call (the kernel's own prints) on this process's stderr."""
+        size = worker.log_size()
+        if size > worker.forwarded:
+            text = worker.log_text(worker.forwarded)
+            worker.forwarded = size
+            sys.stderr.write(text)
+
+
+class IsolatedOp(Op):
+    """An :class:`~aotbench.op.Op` whose calls run in a worker process; a crash or hang there raises
+    ``KernelCrashedError`` / ``KernelTimeoutError`` here and the next call starts a fresh worker.
+
+    Everything else (``infer_shape``, ``plan_info``, ``check``, attributes, ``with_attrs``) runs in this process,
+    as for an ``Op``.
+    """
+
+    def _install(self, library, artifact, source) -> None:
+        super()._install(library, artifact, source)
+        setup, self._concrete = self._worker_setup()
+        channel = getattr(self, "_channel", None)
+        if channel is None:
+            self._channel = _Channel(setup)
+            self._channel_finalizer = weakref.finalize(self, self._channel.close)
+        else:  # hot reload: the next call starts a worker on the new library
+            channel.reset(setup)
+
+    def _worker_setup(self) -> tuple[bytes, bool]:
+        """The pickled setup message, and whether output rules must travel as concrete values (a lambda does
+        not pickle: the parent then evaluates ``out_shape``/``out_dtype`` itself, per call)."""
+        spec = replace(self._spec, isolate=False, timeout_s=None)
+        try:
+            pickle.dumps((spec.out_shape, spec.out_dtype))
+            concrete = False
+        except Exception:  # noqa: BLE001 - whatever stops pickling (a lambda, a local class) means "concrete"
+            spec = replace(spec, out_shape=None, out_dtype=None)
+            concrete = True
+        setup = {"spec": spec, "library": str(self.library.path), "name": self.library.name,
+                 "host": str(self._host.path), "concrete": concrete}
+        try:
+            return pickle.dumps(setup, protocol=5), concrete
+        except Exception as exc:
+            raise ArgumentError(f"isolate=True needs a recipe that can be sent to a worker process: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("<aotbench.Op ", "<aotbench.IsolatedOp ", 1)
+
+    def __call__(self, *args: Any):
+        spec = self._spec
+        if spec.target == "gpu":
+            require_gpu(self.name)
+        if self._check_next_call:  # check mode runs here, exactly as Op's
+            return Op._call_slow(self, args)
+        arrays, extras = self._split(args)
+        if extras:
+            self._typed_call_attrs(extras)  # refuse a mistyped call attribute here, before any process is involved
+        override = None
+        if self._concrete:
+            in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
+            shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
+            dtypes = rules.output_dtypes(spec.out_dtype, [a.dtype for a in arrays], spec.n_outputs, spec.reg_info,
+                                         tuple(dtype_string(a.dtype) for a in arrays))
+            override = (tuple(shapes), tuple(dtypes)) if spec.n_outputs > 1 else (shapes[0], dtypes[0])
+        outs = self._channel.call(self.name, arrays, tuple(extras), override, spec.timeout_s)
+        return outs[0] if spec.n_outputs == 1 else tuple(outs)
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The running worker's process id (None before the first call and after a crash)."""
+        worker = self._channel.worker
+        return worker.proc.pid if worker is not None and worker.proc.poll() is None else None
+
+    def close(self) -> None:
+        """Release the plans, stop the worker and free the shared memory. The op stays usable."""
+        super().close()
+        self._channel.reset()
+
+
+__all__ = ["IsolatedOp", "rebuild_exception"]
