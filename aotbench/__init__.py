@@ -31,6 +31,7 @@ from .errors import (
 )
 from .op import Op
 from .reg import CustomRegOp, DataType
+from .sanitize import SanitizerError
 
 
 def get_include() -> str:
@@ -68,6 +69,7 @@ __all__ = [
     "KernelTimeoutError",
     "LoadError",
     "Op",
+    "SanitizerError",
     "ShapeError",
     "SymbolNotFoundError",
     "ToolchainNotFoundError",

@@ -14,6 +14,7 @@ from .library import check_function_name, load
 from .op import Op
 from .reg import OpInfo
 from .rules import count_outputs
+from .sanitize import check_kind as check_sanitizer
 from .spec import OpSpec
 
 TARGETS = ("cpu", "gpu")
@@ -22,7 +23,8 @@ TARGETS = ("cpu", "gpu")
 def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
            reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
            flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
-           arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None) -> Op:
+           arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None,
+           sanitize: str | None = None) -> Op:
     """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
@@ -31,17 +33,18 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
     ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``. A ``.cu`` source is built with nvcc for the gpu target
     (``arch="sm_90"`` overrides the architecture choice). ``isolate=True`` runs every call in a worker process
     (:mod:`aotbench.isolate`): a crash raises ``KernelCrashedError``, a call longer than ``timeout_s`` seconds
-    ``KernelTimeoutError``, and the next call starts a fresh worker.
+    ``KernelTimeoutError``, and the next call starts a fresh worker. ``sanitize="address"`` or ``"undefined"``
+    runs a separate ASan/UBSan build in such a worker; the sanitizer's report raises ``SanitizerError``.
     """
     spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
-                     cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s)
+                     cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s, sanitize=sanitize)
     return _from_spec(spec, force=force)
 
 
 def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
               reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
               flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None,
-              isolate: bool = False, timeout_s: float | None = None) -> OpSpec:
+              isolate: bool = False, timeout_s: float | None = None, sanitize: str | None = None) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
         raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
@@ -56,6 +59,8 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         if name in call_attrs:
             raise ArgumentError(f"attribute {name!r} is registered without value=, so it is a call argument")
         merged[name] = typed(name, value)
+    if check_sanitizer(sanitize) is not None:
+        isolate = True  # a sanitized library can only run in a worker started with its runtime preloaded
     if not isinstance(isolate, bool):
         raise ArgumentError(f"isolate must be True or False, got {isolate!r}")
     if timeout_s is not None:
@@ -68,7 +73,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
         target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
-        isolate=isolate, timeout_s=timeout_s,
+        isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
     )
 
 

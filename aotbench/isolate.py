@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from . import rules
+from . import build, rules, sanitize
 from .devices import require_gpu
 from .dtypes import dtype_string
 from .errors import ArgumentError, KernelCrashedError, KernelTimeoutError
@@ -81,13 +81,14 @@ def rebuild_exception(kind: str, module: str, qualname: str, args: tuple, state:
 class _Worker:
     """One worker process, its request and reply pipes, and the file its stdout/stderr go to."""
 
-    def __init__(self, setup: bytes):
+    def __init__(self, setup: bytes, env_extra: dict | None = None):
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives (closed in close)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         env.pop("PYTHONSTARTUP", None)
+        env.update(env_extra or {})  # e.g. a sanitizer runtime to preload
         try:
             # A session of its own: the terminal's Ctrl-C reaches only the parent, which then kills the worker.
             self.proc = subprocess.Popen(
@@ -138,17 +139,19 @@ class _Channel:
     Held apart from the op so that ``weakref.finalize`` can release both when the op dies.
     """
 
-    def __init__(self, setup: bytes):
+    def __init__(self, setup: bytes, env: dict | None = None):
         self.setup = setup
+        self.env = env
         self.worker: _Worker | None = None
         self.arena: SharedMemory | None = None
         self.lock = threading.Lock()
 
-    def reset(self, setup: bytes | None = None) -> None:
+    def reset(self, setup: bytes | None = None, env: dict | None = None) -> None:
         """Stop the worker (the next call starts one) and free the arena."""
         with self.lock:
             if setup is not None:
                 self.setup = setup
+                self.env = env
             self._drop_worker()
             self._drop_arena()
 
@@ -184,7 +187,7 @@ class _Channel:
     def _ensure_worker(self, function: str) -> _Worker:
         worker = self.worker
         if worker is None:
-            worker = self.worker = _Worker(self.setup)
+            worker = self.worker = _Worker(self.setup, self.env)
             kind, payload = self._receive(worker, function, START_TIMEOUT_S, starting=True)
             if kind == "error":
                 self._drop_worker()
@@ -280,25 +283,42 @@ class IsolatedOp(Op):
 
     def _install(self, library, artifact, source) -> None:
         super()._install(library, artifact, source)
-        setup, self._concrete = self._worker_setup()
+        worker_library, env = self._sanitized_library(source)
+        setup, self._concrete = self._worker_setup(worker_library)
         channel = getattr(self, "_channel", None)
         if channel is None:
-            self._channel = _Channel(setup)
+            self._channel = _Channel(setup, env)
             self._channel_finalizer = weakref.finalize(self, self._channel.close)
         else:  # hot reload: the next call starts a worker on the new library
-            channel.reset(setup)
+            channel.reset(setup, env)
 
-    def _worker_setup(self) -> tuple[bytes, bool]:
+    def _sanitized_library(self, source) -> tuple[str, dict | None]:
+        """The library the worker runs, and its environment: with ``sanitize=``, a separate build of the same
+        source with the sanitizer's flags, run with its runtime preloaded. This process keeps the plain build
+        (for ``infer_shape`` and ``plan_info``): a sanitized library cannot be loaded here."""
+        kind = self._spec.sanitize
+        if kind is None:
+            return str(self.library.path), None
+        if source is None:
+            raise ArgumentError("sanitize= needs a kernel source (.cc/.cpp/.cu) to rebuild; this op is a prebuilt "
+                                "library")
+        spec = self._spec
+        artifact = build.build(source, flags=spec.flags + sanitize.flags(kind), cache_dir=spec.cache_dir,
+                               arch=spec.arch)
+        self.sanitized_artifact = artifact
+        return str(artifact.path), sanitize.worker_env(kind)
+
+    def _worker_setup(self, library: str) -> tuple[bytes, bool]:
         """The pickled setup message, and whether output rules must travel as concrete values (a lambda does
         not pickle: the parent then evaluates ``out_shape``/``out_dtype`` itself, per call)."""
-        spec = replace(self._spec, isolate=False, timeout_s=None)
+        spec = replace(self._spec, isolate=False, timeout_s=None, sanitize=None)
         try:
             pickle.dumps((spec.out_shape, spec.out_dtype))
             concrete = False
         except Exception:  # noqa: BLE001 - whatever stops pickling (a lambda, a local class) means "concrete"
             spec = replace(spec, out_shape=None, out_dtype=None)
             concrete = True
-        setup = {"spec": spec, "library": str(self.library.path), "name": self.library.name,
+        setup = {"spec": spec, "library": library, "name": self.library.name,
                  "host": str(self._host.path), "concrete": concrete}
         try:
             return pickle.dumps(setup, protocol=5), concrete
@@ -324,8 +344,21 @@ class IsolatedOp(Op):
             dtypes = rules.output_dtypes(spec.out_dtype, [a.dtype for a in arrays], spec.n_outputs, spec.reg_info,
                                          tuple(dtype_string(a.dtype) for a in arrays))
             override = (tuple(shapes), tuple(dtypes)) if spec.n_outputs > 1 else (shapes[0], dtypes[0])
-        outs = self._channel.call(self.name, arrays, tuple(extras), override, spec.timeout_s)
+        try:
+            outs = self._channel.call(self.name, arrays, tuple(extras), override, spec.timeout_s)
+        except KernelCrashedError as crash:
+            if spec.sanitize and ("Sanitizer" in crash.stderr or "runtime error:" in crash.stderr):
+                raise sanitize.SanitizerError(crash, spec.sanitize, self._cell_sources()) from None
+            raise
         return outs[0] if spec.n_outputs == 1 else tuple(outs)
+
+    def _cell_sources(self) -> dict[str, str]:
+        """``{"<cell>": the cell's text}`` for a kernel written from a cell, so reports can show its lines."""
+        from .cells import CELL_LABEL
+
+        text = self.source or ""
+        header = f'#line 1 "{CELL_LABEL}"\n'
+        return {CELL_LABEL: text[len(header):]} if text.startswith(header) else {}
 
     @property
     def worker_pid(self) -> int | None:

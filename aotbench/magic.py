@@ -60,6 +60,8 @@ class AotMagics(Magics):
               "default: the detected GPU's, or the documented targets plus PTX")
     @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
               "a contract violation raises ContractViolation with the report")
+    @argument("--sanitize", choices=["address", "undefined"], help="run a separate ASan or UBSan build, isolated; "
+              "its report raises SanitizerError pointing at the cell line")
     @argument("--isolate", action="store_true", help="run every call in a worker process: a crash (SIGSEGV ...) "
               "raises KernelCrashedError instead of killing the notebook, and the next call starts a fresh worker")
     @argument("--timeout-s", type=float, metavar="SECONDS", help="with --isolate (implied): kill a call that runs "
@@ -87,7 +89,8 @@ class AotMagics(Magics):
             op = Custom(f"{source}:{func}", self._eval(args.out_shape), self._eval(args.out_dtype), attrs=attrs,
                         target=args.target, flags=flags, force=args.force,
                         arch=unquote(args.arch) if args.arch else None,
-                        isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s)
+                        isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s,
+                        sanitize=args.sanitize)
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
             if _in_notebook(self.shell):

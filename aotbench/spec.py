@@ -27,3 +27,4 @@ class OpSpec:
     arch: str | int | None = None  # CUDA architecture override (gpu target)
     isolate: bool = False  # run calls in a worker process (aotbench.isolate)
     timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds
+    sanitize: str | None = None  # "address" or "undefined": the worker runs a sanitizer build (implies isolate)
