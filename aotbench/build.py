@@ -235,11 +235,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         if recipe.arch_reason is not None:
             manifest["arch_reason"] = recipe.arch_reason
             manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)
-        os.replace(tmp_lib, lib)
-        cache.write_atomic(root / f"{key}.json", json.dumps(manifest, indent=1).encode())
-        if not unstable:
-            cache.record_index_entry(root, base, {"key": key, "deps": [list(vars(d).values()) for d in deps],
-                                                  "dirs": listings})
+        entry = None if unstable else {"key": key, "deps": [list(vars(d).values()) for d in deps], "dirs": listings}
+        _publish(root, base, key, tmp_lib, manifest, entry)
     finally:
         for p in (tmp_lib, dep_file, marker):
             try:
@@ -248,6 +245,26 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
                 pass
     return Artifact(path=lib, manifest_path=root / f"{key}.json", key=key, command=tuple(argv), log=proc.stdout,
                     cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps))
+
+
+def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, entry: dict | None) -> None:
+    """Move the library into place, then write its manifest and index entry. A failure (a full disk) removes
+    what was written, so no library without a manifest is left, and raises CacheError."""
+    lib, manifest_path = root / f"{key}.so", root / f"{key}.json"
+    try:
+        os.replace(tmp_lib, lib)
+        cache.write_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
+        if entry is not None:
+            cache.record_index_entry(root, base, entry)
+    except OSError as exc:
+        for path in (manifest_path, lib):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise cache.CacheError(f"cannot write the build into the cache {root}: {exc.strerror or exc}. Free some "
+                               "space (python -m aotbench cache prune --max-size ...) or point AOTBENCH_CACHE_DIR "
+                               "elsewhere.") from exc
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -309,14 +310,14 @@ print(json.dumps({"path": str(artifact.path), "hit": artifact.cache_hit}), flush
 
 
 def test_concurrent_builders_compile_once(gxx, tmp_path, monkeypatch, rng):
-    """Six processes released together build the same new kernel: exactly one compile (the others wait on the
+    """Eight processes released together build the same new kernel: exactly one compile (the others wait on the
     lock and then hit), all succeed with the same library, and no scratch file is left behind."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * x[i] - 2.0f")
     cache_dir, go = tmp_path / "cache", tmp_path / "go"
     monkeypatch.setenv("AOTB_GXX_DELAY", "0.3")  # widen the window in which the others must wait
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     children = [subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(go), str(cache_dir)], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
     try:
         for child in children:
             assert child.stdout.readline().strip() == "ready"
@@ -332,10 +333,64 @@ def test_concurrent_builders_compile_once(gxx, tmp_path, monkeypatch, rng):
                 child.kill()
     assert len(gxx.compiles(src)) == 1
     assert len({r["path"] for r in results}) == 1
-    assert sorted(r["hit"] for r in results) == [False] + [True] * 5
+    assert sorted(r["hit"] for r in results) == [False] + [True] * 7
     assert list((cache_dir / "tmp").iterdir()) == []
     op = make_op(results[0]["path"])
     assert_computes(op, lambda x: x * x - 2.0, rng)
+
+
+def test_build_killed_half_way_leaves_no_stale_lock_and_no_artifact(gxx, tmp_path, monkeypatch, rng):
+    """A builder killed (SIGKILL, with its compiler) in the middle of a compile: the OS releases its lock, nothing
+    was published, and the next build compiles at once and works."""
+    src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * 3.0f - 1.0f")
+    cache_dir, go = tmp_path / "cache", tmp_path / "go"
+    build(write_kernel(tmp_path / "warm" / "w.cc", "x[i]"), cache_dir=cache_dir)  # the host, built beforehand
+    env = {**os.environ, "AOTB_GXX_DELAY": "30",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(go), str(cache_dir)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        go.touch()
+        deadline = time.monotonic() + 60
+        while not gxx.compiles(src):  # the compiler has started (and sleeps before compiling)
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.02)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate(timeout=60)
+    assert not list(cache_dir.glob("k-*.so")) and not list(cache_dir.glob("k-*.json"))
+    started = time.monotonic()
+    artifact = build(src, cache_dir=cache_dir)  # AOTB_GXX_DELAY is not set in this process
+    assert time.monotonic() - started < 20, "waited on a lock the dead builder held"
+    assert not artifact.cache_hit and len(gxx.compiles(src)) == 2
+    assert_computes(make_op(artifact.path), lambda x: x * 3.0 - 1.0, rng)
+
+
+def test_full_disk_is_a_clear_error_and_leaves_nothing_half_written(tmp_path, rng):
+    """The cache on a tiny filesystem that fills up: the build fails with an aotbench error saying there is no
+    space, publishes nothing, and works again once there is room."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(disk)],
+                      capture_output=True, check=False).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        cache_dir = disk / "cache"
+        build(write_kernel(tmp_path / "warm" / "w.cc", "x[i]"), cache_dir=cache_dir)  # host and warm-up fit
+        filler = disk / "filler"
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        filler.write_bytes(b"\0" * max(free - 4096, 0))
+        src = write_kernel(tmp_path / "src" / "k.cc", "x[i] + 42.0f")
+        with pytest.raises(aotbench.AotbenchError) as info:
+            build(src, cache_dir=cache_dir)
+        assert "No space left on device" in str(info.value) + getattr(info.value, "log", "")
+        assert not list(cache_dir.glob("k-*.so")) and not list(cache_dir.glob("k-*.json"))
+        filler.unlink()
+        artifact = build(src, cache_dir=cache_dir)
+        assert_computes(make_op(artifact.path), lambda x: x + 42.0, rng)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 # -- damaged entries -----------------------------------------------------------------------------------------
