@@ -37,7 +37,11 @@ extern "C" std::vector<int64_t> CustomKernelInferShape(int *ndims, int64_t **sha
 
 extern "C" int CustomKernel(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                             void *stream, void *extra_void) {
-  if (nparam < 4 || ndims[0] != 2 || std::strcmp(dtypes[0], "float32") != 0) return 1;  // 2-D float32 only
+  // Validate what the kernel relies on: two 2-D float32 inputs of the same shape (a kernel that trusts its
+  // inputs reads past a smaller second input). A non-zero return is reported as this kernel's error code.
+  if (nparam < 4 || ndims[0] != 2 || ndims[1] != 2) return 1;
+  if (std::strcmp(dtypes[0], "float32") != 0 || std::strcmp(dtypes[1], "float32") != 0) return 1;
+  if (shapes[1][0] != shapes[0][0] || shapes[1][1] != shapes[0][1]) return 3;
   const float *x1 = static_cast<const float *>(params[0]);
   const float *x2 = static_cast<const float *>(params[1]);
   float *out = static_cast<float *>(params[2]);
