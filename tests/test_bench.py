@@ -22,6 +22,6 @@ def test_bench_core_quick_reports_all_targets(tmp_path):
     per_call = re.search(r"op\(x\).*?([\d.]+) us.*raw ctypes ([\d.]+) us\s+([\d.]+)x", out)
     assert per_call, out
     ours, raw, ratio = map(float, per_call.groups())
-    assert ours > 0 and raw > 0 and abs(ours / raw - ratio) < 0.1
+    assert ours > 0 and raw > 0 and abs(ours / raw - ratio) <= 0.1 * ratio  # the printed values are rounded
     assert re.search(r"cache hit\s+[\d.]+ ms", out)
     assert len(re.findall(r"bare g\+\+ \d+ ms\s+[\d.]+x", out)) == 2
