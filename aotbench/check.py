@@ -11,7 +11,6 @@ with a reference, the mismatch. With ``dynamic=`` it also runs ``Init`` as MindS
 
 from __future__ import annotations
 
-import ctypes
 import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .dtypes import dtype_string
-from .errors import ArgumentError
+from .errors import AotbenchError, ArgumentError
 from .plan import _tensor_arrays, call_infer_shape, make_plan
 
 if TYPE_CHECKING:
@@ -128,13 +127,9 @@ def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, 
         ws_raw.append(raw)
         ws_snapshots.append(raw.copy())
 
-    params = plan.record.params
     pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs] + \
         [r.ctypes.data + GUARD_BEFORE for r in ws_raw]
-    with op._lock:
-        for k, p in enumerate(pointers):
-            params[k] = p
-        code = op._host.call_kernel(plan.address)
+    code = op._call_pointers(plan, pointers)
     if code:
         op._host.raise_for(code, op.name, 0, plan.attrs)
 
@@ -270,10 +265,10 @@ def _graph_mode_pass(op: Op, dynamic: list, arrays, attrs, plan) -> list[str]:
             out_shapes = [shape for shape, _ in plan.outputs]
         names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in plan.outputs]
         init_arrays = _tensor_arrays(shapes + out_shapes, names)
-        status = ctypes.c_int32(0)
-        code = host.lib.aotb_call_init(op.library.init, *init_arrays[:3], extra, ctypes.byref(status))
-        if code:
-            return [f"with -1 dims (graph mode) {op.name}Init failed; MindSpore's graph mode would fail too"]
+        try:
+            host.call_init(op.library.init, *init_arrays[:3], extra, function=f"{op.name}Init", attrs=attrs)
+        except AotbenchError as exc:
+            return [f"with -1 dims (graph mode) {op.name}Init failed ({exc}); MindSpore's graph mode would fail too"]
         sizes = host.workspace_sizes(extra)
     finally:
         host.free_extra(extra)

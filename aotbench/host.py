@@ -41,7 +41,6 @@ _SIGNATURES = {
     "aotb_host_extra_size": ([], _c_int),
     "aotb_extra_new": ([], _c_void_p),
     "aotb_extra_free": ([_c_void_p], _c_int),
-    "aotb_extra_destruct_kernel_data": ([_c_void_p], _c_int),
     "aotb_extra_workspace_count": ([_c_void_p], _c_int64),
     "aotb_extra_workspace_sizes": ([_c_void_p, ctypes.POINTER(ctypes.c_uint64)], None),
     "aotb_extra_set_bool": ([_c_void_p, ctypes.c_char_p, _c_int], None),
@@ -124,9 +123,6 @@ class Host:
     def free_extra(self, extra: int) -> None:
         """Delete the kernel data (kernel code: its library must still be loaded) and the extra."""
         self.lib.aotb_extra_free(extra)
-
-    def destruct_kernel_data(self, extra: int) -> None:
-        self.lib.aotb_extra_destruct_kernel_data(extra)
 
     def workspace_sizes(self, extra: int) -> list[int]:
         n = self.lib.aotb_extra_workspace_count(extra)

@@ -193,17 +193,19 @@ class Op:
         converted = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
         code = self._host.call_buffers(plan.address, converted, outs)
         if code == BAD_BUFFER:
-            code = self._call_pointers(plan, converted, outs)  # e.g. dtypes numpy cannot export as buffers
+            # e.g. dtypes numpy cannot export as buffers
+            code = self._call_pointers(plan, [a.ctypes.data for a in converted + outs])
         if code:
             self._host.raise_for(code, self.name, 0, plan.attrs)
         return outs[0] if plan.single else outs
 
-    def _call_pointers(self, plan: Plan, arrays: tuple, outs: tuple) -> int:
-        """Slow but universal: write ``.ctypes.data`` pointers into the plan's params (under the op's lock)."""
+    def _call_pointers(self, plan: Plan, pointers: list[int]) -> int:
+        """Slow but universal: write raw data pointers into the first params of the plan's record (under the
+        op's lock) and call the kernel; the outcome code."""
         with self._lock:
             params = plan.record.params
-            for i, a in enumerate(arrays + outs):
-                params[i] = a.ctypes.data
+            for i, p in enumerate(pointers):
+                params[i] = p
             return self._host.call_kernel(plan.address)
 
     @staticmethod

@@ -201,14 +201,6 @@ AOTB_EXPORT int aotb_extra_free(void *extra) {
   });
 }
 
-AOTB_EXPORT int aotb_extra_destruct_kernel_data(void *extra) {
-  return Guarded([&] {
-    AsHost(extra)->DestructKernelData();
-    AsHost(extra)->SetWorkSpace({});
-    return AOTB_OK;
-  });
-}
-
 AOTB_EXPORT int64_t aotb_extra_workspace_count(void *extra) {
   return static_cast<int64_t>(AsHost(extra)->WorkSpace().size());
 }
