@@ -9,7 +9,9 @@ Importing this package loads numpy and the core modules only (no IPython, widget
 from pathlib import Path
 
 from ._version import __version__
+from .bandwidth import memory_bandwidth_gbps
 from .cache import CacheError
+from .comparison import Comparison, compare, compare_flags
 from .custom import Custom
 from .errors import (
     AbiMismatchError,
@@ -32,6 +34,8 @@ from .errors import (
 from .op import Op
 from .reg import CustomRegOp, DataType
 from .sanitize import SanitizerError
+from .sweeping import Sweep, sweep
+from .timing import Timing, bench
 
 
 def get_include() -> str:
@@ -57,6 +61,7 @@ __all__ = [
     "ArgumentError",
     "AttrError",
     "CacheError",
+    "Comparison",
     "CompileError",
     "ContractViolation",
     "Custom",
@@ -71,10 +76,17 @@ __all__ = [
     "Op",
     "SanitizerError",
     "ShapeError",
+    "Sweep",
     "SymbolNotFoundError",
+    "Timing",
     "ToolchainNotFoundError",
     "WorkspaceError",
     "__version__",
+    "bench",
+    "compare",
+    "compare_flags",
     "examples_dir",
     "get_include",
+    "memory_bandwidth_gbps",
+    "sweep",
 ]

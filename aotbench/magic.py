@@ -93,6 +93,9 @@ class AotMagics(Magics):
                         sanitize=args.sanitize)
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
+            previous = self.shell.user_ns.get(name)
+            if isinstance(previous, Op):
+                previous._reload_failed(err)  # open panels say so; the op keeps its previous build
             if _in_notebook(self.shell):
                 from .display import compile_error_html
 

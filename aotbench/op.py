@@ -44,6 +44,7 @@ class Op:
         self._plans: dict = {}
         self._lock = threading.Lock()
         self._reload_callbacks: list = []
+        self._reload_error_callbacks: list = []
         self._check_next_call = False
         # Each plan frees its AotExtra when it dies (see Plan), so dropping the plans is the whole release, and
         # a call still running keeps its own plan alive.
@@ -141,6 +142,15 @@ class Op:
     def on_reload(self, callback) -> None:
         """Call ``callback(op)`` each time this op is rebuilt in place (e.g. its ``%%aot_kernel`` cell re-run)."""
         self._reload_callbacks.append(callback)
+
+    def on_reload_error(self, callback) -> None:
+        """Call ``callback(error)`` when a rebuild of this op failed (its cell no longer compiles); the op keeps
+        its previous build."""
+        self._reload_error_callbacks.append(callback)
+
+    def _reload_failed(self, error: BaseException) -> None:
+        for callback in list(self._reload_error_callbacks):
+            callback(error)
 
     @property
     def check_next_call(self) -> bool:
@@ -307,6 +317,21 @@ class Op:
         from .check import check
 
         return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
+
+    def bench(self, *arrays: Any, **options: Any):
+        """Time calls on these inputs: :func:`aotbench.bench` (``budget_ms=``, ``warmup=``, ``flush_cache=``)."""
+        from .timing import bench
+
+        return bench(self, *arrays, **options)
+
+    def explore(self, *example_inputs: Any, reference: Any = None, dynamic: list | None = None,
+                debounce_ms: float = 100.0, **options: Any):
+        """An interactive panel (ipywidgets) over this op: attribute and dimension controls, the inferred shape,
+        errors against ``reference``, timings and a plot, updated live (see :mod:`aotbench.widgets`)."""
+        from .widgets import explore  # the UI layer, imported only when a panel is asked for
+
+        return explore(self, *example_inputs, reference=reference, dynamic=dynamic, debounce_ms=debounce_ms,
+                       **options)
 
     def plan_info(self, *arrays: Any) -> dict:
         """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""

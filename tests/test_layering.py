@@ -14,7 +14,9 @@ CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aot
         "aotbench.toolchain", "aotbench.cache", "aotbench.build", "aotbench.elf", "aotbench.host",
         "aotbench.library", "aotbench.spec", "aotbench.plan", "aotbench.op", "aotbench.custom", "aotbench.doctor",
         "aotbench.cells", "aotbench.display", "aotbench.nvcc", "aotbench.devices",
-        "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker", "aotbench.sanitize"]
+        "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker", "aotbench.sanitize",
+        "aotbench.timing", "aotbench.accuracy", "aotbench.tables", "aotbench.bandwidth",
+        "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 

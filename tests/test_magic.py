@@ -546,3 +546,20 @@ def test_gpu_cell_compiles_reports_resources_and_explains_a_missing_device(ip, r
         pytest.skip("a usable GPU is present")
     with pytest.raises(aotbench.DeviceUnavailableError, match="cannot run here"):
         op(rand(rng, 5))
+
+
+# -- an open panel follows its cell --------------------------------------------------------------------------
+def test_re_running_the_cell_refreshes_an_open_panel_and_a_failed_build_shows_in_it(ip, rng):
+    pytest.importorskip("ipywidgets")
+    op = ip.run_cell_magic("aot_kernel", f"cpu --name affine {SAME}", affine_cell("Affine"))
+    x, y = rand(rng, 6), rand(rng, 6)
+    panel = op.explore(x, y, reference=lambda x, y: x + 2 * y, debounce_ms=0, budget_ms=2)
+    assert "aotb-pass" in panel.stats.value
+    ip.run_cell_magic("aot_kernel", f"cpu --name affine {SAME}", affine_cell("Affine", k="3.0f"))
+    assert ip.user_ns["affine"] is op  # rebuilt in place ...
+    np.testing.assert_allclose(panel.last["output"], x + 3 * y, rtol=1e-6)  # ... and the panel re-ran it
+    assert "aotb-fail" in panel.stats.value and "reloaded" in panel.title.value
+    with pytest.raises(CompileError):
+        ip.run_cell_magic("aot_kernel", f"cpu --name affine {SAME}", affine_cell("Affine", k="3.0f +"))
+    assert "CompileError" in panel.error.value and "previous build" in panel.title.value
+    np.testing.assert_allclose(op(x, y), x + 3 * y, rtol=1e-6)  # the previous build still runs
