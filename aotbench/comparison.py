@@ -45,7 +45,7 @@ class ComparisonRow:
         return f"{text} ({self.nonfinite} NaN/inf where the first is finite)" if self.nonfinite else text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Comparison:
     """The result of :func:`compare`: one row per entry, the first being the baseline."""
 
@@ -70,6 +70,8 @@ class Comparison:
 
     def __str__(self) -> str:
         return f"{self._caption()}\n" + text_table(*self._table())
+
+    __repr__ = __str__  # the table, not every sample of every timing
 
     def _repr_html_(self) -> str:
         return html_table(*self._table(), caption=self._caption())

@@ -8,6 +8,7 @@ widgets (the interactive panel puts :func:`to_png` in an image widget; a noteboo
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,9 +18,10 @@ from .accuracy import max_errors
 from .comparison import Comparison
 from .errors import ArgumentError
 from .sweeping import Sweep
-from .timing import Timing
+from .timing import Timing, format_ns
 
 MAX_SCATTER_POINTS = 2000
+LABEL_WIDTH = 14  # characters per line of a bar's label
 TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
 
 
@@ -84,8 +86,12 @@ def timings(data: Any, ax: Any = None, title: str | None = None):
     ax.bar(x, medians, color="C0", label="median")
     ax.errorbar(x, medians, yerr=np.vstack([below, above]), fmt="none", ecolor="black", capsize=4,
                 label="IQR (q1..q3)")
-    ax.set_xticks(x, [label for label, _ in pairs])
+    ax.set_xticks(x, [textwrap.fill(label, LABEL_WIDTH) for label, _ in pairs])  # long labels wrap, not overlap
+    for xi, t in zip(x, medians):
+        ax.annotate(format_ns(t * scale), (xi, t), xytext=(0, 3), textcoords="offset points", ha="center",
+                    va="bottom", fontsize="small")
     ax.set_ylabel(f"time per call ({unit})")
+    ax.margins(y=0.12)  # room above the tallest bar for its value
     ax.set_title(title if title is not None else "median time per call, whiskers: IQR")
     return fig
 

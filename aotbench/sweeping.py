@@ -42,7 +42,7 @@ class SweepPoint:
         return gbps(self.bytes_moved, self.reference_timing.median_ns) if self.reference_timing else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Sweep:
     """The result of :func:`sweep`: one point per size (in the order given) and the machine's memory bandwidth
     (GB/s of a numpy copy, the roofline of a memory-bound kernel)."""
@@ -71,6 +71,8 @@ class Sweep:
 
     def __str__(self) -> str:
         return f"{self._caption()}\n" + text_table(*self._table())
+
+    __repr__ = __str__  # the table, not every sample of every timing
 
     def _repr_html_(self) -> str:
         return html_table(*self._table(), caption=self._caption())
@@ -109,7 +111,7 @@ def measure_point(op: Callable, size: Any, inputs: Callable, reference: Callable
 
 def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: Callable | None = None,
           executor: Any = None, budget_ms: float = 100.0, progress: bool | None = None,
-          seed: int | None = None) -> Sweep:
+          seed: int | None = None, label: str | None = None) -> Sweep:
     """Time ``op`` (and ``reference``, with the max abs error against it) at every size, in the order given.
 
     ``sizes``: ints (every input gets shape ``(n,)``) or shape tuples; without ``inputs`` each point gets fresh
@@ -117,7 +119,8 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
     ``inputs(size, rng)`` builds them (module level when the executor runs processes). ``executor``: any
     ``concurrent.futures.Executor`` (one :func:`measure_point` per size; points timed concurrently compete for
     the cores and memory, so one worker per machine gives honest numbers); None runs here. ``progress``: a tqdm
-    bar (None: when there are 8 points or more). ``seed`` makes the inputs reproducible.
+    bar (None: when there are 8 points or more). ``seed`` makes the inputs reproducible. ``label`` names the op
+    in tables and plots (default: its name).
     """
     check_positive("budget_ms", budget_ms)
     if not callable(op) or (reference is not None and not callable(reference)):
@@ -133,13 +136,16 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
         raise ArgumentError(f"inputs must be a function (size, rng) -> tuple of arrays, got {inputs!r}")
     seeds = np.random.SeedSequence(seed).spawn(len(points))
     calls = [(op, size, inputs, reference, budget_ms, s) for size, s in zip(points, seeds)]
-    bar = _progress_bar(progress, len(calls), getattr(op, "name", getattr(op, "__name__", "op")))
+    if label is not None and not isinstance(label, str):
+        raise ArgumentError(f"label must be a string, got {label!r}")
+    label = label or getattr(op, "name", getattr(op, "__name__", "op"))
+    bar = _progress_bar(progress, len(calls), label)
     try:
         results = _run_points(calls, executor, bar)
     finally:
         if bar is not None:
             bar.close()
-    return Sweep(tuple(results), memory_bandwidth_gbps(), getattr(op, "name", getattr(op, "__name__", "")))
+    return Sweep(tuple(results), memory_bandwidth_gbps(), label)
 
 
 def _as_list(sizes: Any) -> list:

@@ -81,7 +81,7 @@ def format_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Timing:
     """The samples of one :func:`bench` run (ns per call, one per sample) and their statistics."""
 
@@ -125,6 +125,9 @@ class Timing:
         cold = ", cold caches" if self.flushed else ""
         return (f"{label}{format_ns(self.median_ns)} median, IQR {format_ns(self.iqr_ns)}, min "
                 f"{format_ns(self.min_ns)} ({self.count} samples of {self.number} call(s){cold})")
+
+    def __repr__(self) -> str:  # the samples are in .samples_ns; a repr of thousands of numbers helps nobody
+        return f"<Timing {self}>"
 
     def _repr_html_(self) -> str:
         from html import escape

@@ -38,6 +38,7 @@ PASS_STYLE = "background:#1a7f37;color:white;padding:1px 6px;border-radius:3px"
 FAIL_STYLE = "background:#cf222e;color:white;padding:1px 6px;border-radius:3px"
 LIST_KINDS = (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D, AttrKind.EMPTY_LIST)
 AXIS_NAMES = ("axis", "dim", "axes")
+MAX_DERIVED = 8  # ops with other attribute values kept for quick switching back
 PLOT_WIDTH_PX, PLOT_HEIGHT_PX, PLOT_DPI = 560, 320, 100  # drawn at the size it is shown
 
 
@@ -125,6 +126,13 @@ class Debouncer:
                 self._pending = threading.Timer(self._delay_s, self._fire)
                 self._pending.daemon = True
                 self._pending.start()
+
+    def cancel(self) -> None:
+        """Drop the pending run, if any (a caller about to run now)."""
+        with self._lock:
+            if self._pending is not None:
+                self._pending.cancel()
+                self._pending = None
 
     def _fire(self) -> None:
         with self._lock:
@@ -229,6 +237,7 @@ class ExplorePanel(W.VBox):
                 control.value = value
         finally:
             self._quiet = False
+        self._debouncer.cancel()  # a run pending from an earlier change would only repeat this one
         self.refresh()
         return self
 
@@ -264,16 +273,33 @@ class ExplorePanel(W.VBox):
         self._run_safely()
 
     def _op_for(self, attrs: dict[str, Any]):
-        """The op with these attributes: one derived op per setting, so an isolated op keeps its worker."""
+        """The op with these attributes: one derived op per recent setting (an isolated one keeps its worker);
+        the least recently used beyond ``MAX_DERIVED`` is closed, so no worker processes pile up."""
         key = repr(sorted(attrs.items()))
         with self._build_lock:
-            op = self._derived.get(key)
+            op = self._derived.pop(key, None)
             if op is None:
                 op = self.op.with_attrs(**attrs) if attrs != self.op.attrs else self.op
-                if len(self._derived) > 32:
-                    self._derived.clear()
-                self._derived[key] = op
+            self._derived[key] = op  # most recent last
+            while len(self._derived) > MAX_DERIVED:
+                self._release(self._derived.pop(next(iter(self._derived))))
         return op
+
+    def _release(self, op) -> None:
+        if op is not self.op:
+            op.close()
+
+    def _drop_derived(self) -> None:
+        with self._build_lock:
+            for op in self._derived.values():
+                self._release(op)
+            self._derived.clear()
+
+    def close(self) -> None:
+        """Close the panel's widgets and the ops it derived (their worker processes, for an isolated op)."""
+        if hasattr(self, "_derived"):  # ipywidgets also calls close() on a panel whose __init__ raised
+            self._drop_derived()
+        super().close()
 
     def _show_shape(self) -> None:
         try:
@@ -372,8 +398,7 @@ class ExplorePanel(W.VBox):
                             f"</small>{note}")
 
     def _reloaded(self, op) -> None:
-        with self._build_lock:
-            self._derived.clear()
+        self._drop_derived()
         self._show_title(" <small>· reloaded</small>")
         self.refresh()
 

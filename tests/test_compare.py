@@ -336,3 +336,14 @@ def test_memory_bandwidth_uses_the_cache_dir_from_the_environment(tmp_path, monk
     monkeypatch.setenv("AOTBENCH_CACHE_DIR", str(tmp_path / "env-cache"))
     assert bandwidth.memory_bandwidth_gbps(nbytes=4096) == 5.0
     assert (tmp_path / "env-cache" / bandwidth.BANDWIDTH_FILE).is_file()
+
+
+def test_results_repr_as_their_tables_and_sweeps_take_a_label(axpy):
+    result = sweeping.sweep(axpy, [8, 16], reference=axpy_reference, budget_ms=BUDGET_MS, label="my axpy")
+    assert result.label == "my axpy" and repr(result) == str(result)
+    assert "sweep of my axpy" in repr(result) and "samples_ns" not in repr(result)
+    with pytest.raises(ArgumentError, match="label"):
+        sweeping.sweep(axpy, [8], reference=axpy_reference, budget_ms=BUDGET_MS, label=3)
+    x = np.random.default_rng().standard_normal(64)
+    cmp = comparison.compare({"sort": np.sort, "again": np.sort}, x, budget_ms=BUDGET_MS)
+    assert repr(cmp) == str(cmp) and "again" in repr(cmp) and "samples_ns" not in repr(cmp)

@@ -4,6 +4,8 @@ loops, and the error codes for inputs it refuses."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,16 @@ def test_refuses_bad_axis(session_cache, rng):
         with pytest.raises(aotbench.KernelError) as info:
             fused(session_cache, axis, False)(x, x)
         assert info.value.status == 2
+
+
+def test_the_benchmarking_notebook_ships_this_very_kernel():
+    """03_benchmarking.ipynb's fused cell is examples/add_reduce_fast.cc, so the bench measures what it shows."""
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "03_benchmarking.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%aot_kernel")
+             and "--name fused" in c.source.splitlines()[0]]
+    assert len(cells) == 1
+    magic, _, body = cells[0].partition("\n")
+    assert '--flags "-O3 -march=native"' in magic
+    assert body.strip() == (aotbench.examples_dir() / "add_reduce_fast.cc").read_text().strip()

@@ -144,3 +144,10 @@ def test_a_gpu_op_is_refused_with_the_reason(kernels):
     op = aotbench.Custom(f"{kernels / 'nvcc_axpy.cu'}:Axpy", None, np.float32, attrs={"a": 2.0, "transpose": False})
     with pytest.raises(DeviceUnavailableError, match="gpu op"):
         op.bench(np.ones(4, np.float32), np.ones(4, np.float32))
+
+
+def test_repr_is_the_summary_not_the_samples():
+    clock = FakeClock(2_000)
+    t = aotbench.bench(clock.fn, budget_ms=5, timer=clock, warmup=0, label="probe")
+    assert repr(t) == f"<Timing {t}>" and "probe: 2 us median" in repr(t)
+    assert len(repr(t)) < 200 and t.count > 50

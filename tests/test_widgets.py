@@ -221,3 +221,42 @@ def test_set_goes_past_a_slider_end_and_errors_keep_the_settings(panel):
     assert panel.dims["m"].value == 300 and panel.last["inputs"][0].shape == (300, 5)
     panel.set(axis=-1)
     assert panel.summary().startswith("axis=-1, keep_dim=False, m=300, n=5: KernelError")
+
+
+def test_an_isolated_panel_keeps_few_workers_alive_while_attributes_change(rng):
+    op = aotbench.Custom(f"{SCALE}:Scale", lambda s: s, np.float32, attrs={"scale": 1.0, "crash_above": -1},
+                         isolate=True, timeout_s=60)
+    x = rng.standard_normal(5).astype(np.float32)
+    panel = op.explore(x, reference=lambda x, scale: x * np.float32(scale), debounce_ms=0, budget_ms=1)
+    derived = []
+    for k in range(1, widgets.MAX_DERIVED + 5):  # scale 1.0 is the op itself, which the panel never closes
+        panel.set(scale=1.0 + k / 4)
+        assert "aotb-pass" in text(panel.stats), panel.summary()
+        derived.append(panel._op_for(panel.attr_values()))
+    alive = [d for d in derived if d.worker_pid is not None]
+    assert len(alive) <= widgets.MAX_DERIVED
+    assert derived[0].worker_pid is None  # the oldest setting's worker was stopped
+    panel.close()
+    assert all(d.worker_pid is None for d in derived if d is not op)
+    op.close()
+
+
+def test_debouncer_runs_once_after_a_burst_and_cancel_drops_it():
+    calls = []
+    debouncer = widgets.Debouncer(lambda: calls.append(time.monotonic()), delay_ms=60)
+    start = time.monotonic()
+    for _ in range(10):
+        debouncer.trigger()
+        time.sleep(0.01)
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.15)
+    assert len(calls) == 1 and calls[0] - start >= 0.06 + 0.09  # the last trigger restarted the wait
+    debouncer.trigger()
+    debouncer.cancel()
+    time.sleep(0.15)
+    assert len(calls) == 1 and not debouncer.pending
+    immediate = widgets.Debouncer(lambda: calls.append(0.0), delay_ms=0)
+    immediate.trigger()
+    assert len(calls) == 2  # synchronous: already ran

@@ -76,7 +76,10 @@ void add_rows(float *__restrict__ out, const float *__restrict__ a0, const float
 // below it one row per pass is (up to 2x at 256-1024 columns).
 constexpr int64_t kTwoRowCols = 4096;
 
-// out[j] = sum_i a[i, j] + b[i, j]: rows are accumulated into the output, so the inputs are read in order
+// out[j] = sum_i a[i, j] + b[i, j]: rows are accumulated into the output, so the inputs are read in order.
+// At 4096 columns this is 15-25% slower than row_sums: between two uses of an output line, 32 KiB of input and
+// 16 KiB of output pass through a 32 KiB L1, so the output row goes to L2 and back once per pass. Blocking the
+// columns would keep it in L1 but reads the inputs out of order, which measured far slower (DRAM pages).
 void col_sums(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out, int64_t rows,
               int64_t cols) {
   std::memset(out, 0, cols * sizeof(float));
