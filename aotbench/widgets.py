@@ -38,6 +38,7 @@ PASS_STYLE = "background:#1a7f37;color:white;padding:1px 6px;border-radius:3px"
 FAIL_STYLE = "background:#cf222e;color:white;padding:1px 6px;border-radius:3px"
 LIST_KINDS = (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D, AttrKind.EMPTY_LIST)
 AXIS_NAMES = ("axis", "dim", "axes")
+PANEL_MIN_SAMPLES = 3  # a slow kernel (a large shape at -O0) still answers a change in a few calls
 MAX_DERIVED = 8  # ops with other attribute values kept for quick switching back
 PLOT_WIDTH_PX, PLOT_HEIGHT_PX, PLOT_DPI = 560, 320, 100  # drawn at the size it is shown
 
@@ -350,12 +351,13 @@ class ExplorePanel(W.VBox):
         self.last = result
         # Numbers and plot first (the browser shows each as soon as it is set), timings last: they take longest.
         self.plot.value = plots.to_png(self._figure(output, expected), dpi=PLOT_DPI)
-        result["timing"] = timing = bench(op, *inputs, budget_ms=self.budget_ms)
+        result["timing"] = timing = bench(op, *inputs, budget_ms=self.budget_ms, min_samples=PANEL_MIN_SAMPLES)
         text = f"<b>op</b> {format_ns(timing.median_ns)} (IQR {format_ns(timing.iqr_ns)})"
         if self.reference is not None:
             ref_args = (inputs, attrs)
             result["reference_timing"] = ref_timing = bench(
-                lambda: exploration.call_reference(self.reference, *ref_args), budget_ms=self.budget_ms)
+                lambda: exploration.call_reference(self.reference, *ref_args), budget_ms=self.budget_ms,
+                min_samples=PANEL_MIN_SAMPLES)
             text += (f"<br><b>reference</b> {format_ns(ref_timing.median_ns)} (IQR "
                      f"{format_ns(ref_timing.iqr_ns)}) · op is {ref_timing.median_ns / timing.median_ns:.2g}x")
         self.timing.value = f"<div style='margin-left:2em'>{text}</div>"
