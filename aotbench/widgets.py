@@ -7,14 +7,13 @@ Three parts, kept apart (the way ipywidgets' own ``interact`` separates them):
 * :class:`ExplorePanel` — the layout, and ``_update``: read the controls, compute with the core
   (:mod:`aotbench.exploration`, :mod:`aotbench.timing`), write the results; an error lands in the panel and
   the controls keep working;
-* :class:`Debouncer` — only the latest setting runs: each change restarts a timer on the kernel's event loop
-  (or a thread where none runs); ``debounce_ms=0`` runs every change synchronously, for scripts and tests.
+* :class:`~aotbench.debounce.Debouncer` — only the latest setting runs: each change restarts a timer on the
+  kernel's event loop (or a thread where none runs); ``debounce_ms=0`` runs every change synchronously.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
 import html
 import threading
 import time
@@ -31,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the note
 
 from . import accuracy, exploration, plots
 from .attrs import AttrKind, TypedAttr
+from .debounce import Debouncer
 from .errors import AotbenchError, ArgumentError
 from .timing import bench, format_ns
 
@@ -95,54 +95,6 @@ def read_attr(attr: TypedAttr, control: W.Widget) -> Any:
             raise ArgumentError(f"attribute {attr.name!r} is a list; write it as [..]")
         return value
     return control.value
-
-
-# -- scheduling -----------------------------------------------------------------------------------------------
-class Debouncer:
-    """Run ``action`` once changes stop for ``delay_ms``: every trigger restarts the wait, so while a control
-    is dragged only the latest setting runs. ``delay_ms=0`` runs at once, synchronously."""
-
-    def __init__(self, action: Callable[[], None], delay_ms: float):
-        if isinstance(delay_ms, bool) or not isinstance(delay_ms, (int, float)) or delay_ms < 0:
-            raise ArgumentError(f"debounce_ms must be a number >= 0, got {delay_ms!r}")
-        self._action = action
-        self._delay_s = delay_ms / 1000
-        self._pending: Any = None
-        self._lock = threading.Lock()
-
-    def trigger(self) -> None:
-        if self._delay_s == 0:
-            self._action()
-            return
-        with self._lock:
-            if self._pending is not None:
-                self._pending.cancel()
-            try:
-                loop = asyncio.get_running_loop()  # a Jupyter kernel's: the run happens between messages
-            except RuntimeError:
-                loop = None
-            if loop is not None:
-                self._pending = loop.call_later(self._delay_s, self._fire)
-            else:
-                self._pending = threading.Timer(self._delay_s, self._fire)
-                self._pending.daemon = True
-                self._pending.start()
-
-    def cancel(self) -> None:
-        """Drop the pending run, if any (a caller about to run now)."""
-        with self._lock:
-            if self._pending is not None:
-                self._pending.cancel()
-                self._pending = None
-
-    def _fire(self) -> None:
-        with self._lock:
-            self._pending = None
-        self._action()
-
-    @property
-    def pending(self) -> bool:
-        return self._pending is not None
 
 
 # -- the panel ------------------------------------------------------------------------------------------------
@@ -416,4 +368,4 @@ def explore(op, *example_inputs: Any, reference: Callable | None = None, dynamic
     return ExplorePanel(op, tuple(example_inputs), reference, dynamic, debounce_ms, budget_ms, rtol, atol, seed)
 
 
-__all__ = ["Debouncer", "ExplorePanel", "control_for_attr", "control_for_dim", "explore", "read_attr"]
+__all__ = ["ExplorePanel", "control_for_attr", "control_for_dim", "explore", "read_attr"]

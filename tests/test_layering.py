@@ -16,7 +16,7 @@ CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aot
         "aotbench.cells", "aotbench.display", "aotbench.nvcc", "aotbench.devices",
         "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker", "aotbench.sanitize",
         "aotbench.timing", "aotbench.accuracy", "aotbench.tables", "aotbench.bandwidth",
-        "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration"]
+        "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration", "aotbench.debounce"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 

@@ -17,6 +17,7 @@ ipywidgets = pytest.importorskip("ipywidgets")
 import aotbench
 from aotbench import widgets
 from aotbench.attrs import typed
+from aotbench.debounce import Debouncer
 from aotbench.errors import ArgumentError, CompileError, ShapeError
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -243,7 +244,7 @@ def test_an_isolated_panel_keeps_few_workers_alive_while_attributes_change(rng):
 
 def test_debouncer_runs_once_after_a_burst_and_cancel_drops_it():
     calls = []
-    debouncer = widgets.Debouncer(lambda: calls.append(time.monotonic()), delay_ms=60)
+    debouncer = Debouncer(lambda: calls.append(time.monotonic()), delay_ms=60)
     start = time.monotonic()
     for _ in range(10):
         debouncer.trigger()
@@ -257,6 +258,6 @@ def test_debouncer_runs_once_after_a_burst_and_cancel_drops_it():
     debouncer.cancel()
     time.sleep(0.15)
     assert len(calls) == 1 and not debouncer.pending
-    immediate = widgets.Debouncer(lambda: calls.append(0.0), delay_ms=0)
+    immediate = Debouncer(lambda: calls.append(0.0), delay_ms=0)
     immediate.trigger()
     assert len(calls) == 2  # synchronous: already ran
