@@ -46,20 +46,29 @@ def max_errors(output: Any, reference: Any) -> Errors:
     A different number of outputs, a shape mismatch or a non-numeric dtype comes back as ``mismatch``.
     """
     outs, refs = as_arrays(output), as_arrays(reference)
-    if len(outs) != len(refs):
-        return Errors(math.nan, math.nan, mismatch=f"{len(outs)} output(s) where the reference has {len(refs)}")
+    problem = _mismatch(outs, refs)
+    if problem:
+        return Errors(math.nan, math.nan, mismatch=problem)
     worst_abs = worst_rel = 0.0
     nonfinite = 0
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        if o.shape != r.shape:
-            return Errors(math.nan, math.nan, mismatch=f"output {i} has shape {o.shape}, the reference {r.shape}")
-        if o.dtype.kind not in "biufc" or r.dtype.kind not in "biufc":
-            return Errors(math.nan, math.nan, mismatch=f"output {i} is not numeric ({o.dtype} vs {r.dtype})")
+    for o, r in zip(outs, refs):
         abs_err, rel_err = elementwise_errors(o, r)
         worst_abs = max(worst_abs, float(abs_err.max(initial=0.0)))
         worst_rel = max(worst_rel, float(rel_err.max(initial=0.0)))
         nonfinite += int(np.count_nonzero(np.isfinite(r) & ~np.isfinite(o)))
     return Errors(worst_abs, worst_rel, nonfinite)
+
+
+def _mismatch(outs: tuple[np.ndarray, ...], refs: tuple[np.ndarray, ...]) -> str | None:
+    """Why the outputs cannot be compared element by element (count, shape, dtype), or None."""
+    if len(outs) != len(refs):
+        return f"{len(outs)} output(s) where the reference has {len(refs)}"
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if o.shape != r.shape:
+            return f"output {i} has shape {o.shape}, the reference {r.shape}"
+        if o.dtype.kind not in "biufc" or r.dtype.kind not in "biufc":
+            return f"output {i} is not numeric ({o.dtype} vs {r.dtype})"
+    return None
 
 
 def elementwise_errors(o: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,22 +120,25 @@ class Agreement:
 
 
 def agreement(output: Any, reference: Any, rtol: float | None = None, atol: float | None = None) -> Agreement:
-    """:func:`max_errors` plus the elements outside ``atol + rtol * |reference|`` (defaults: :func:`tolerance`
-    of the output's dtype)."""
-    errors = max_errors(output, reference)
+    """Max abs/rel error (as :func:`max_errors`) plus the elements outside ``atol + rtol * |reference|``
+    (defaults: :func:`tolerance` of the output's dtype), from one pass of :func:`elementwise_errors` per output."""
     outs, refs = as_arrays(output), as_arrays(reference)
     rt, at = tolerance(outs[0].dtype) if outs else (0.0, 0.0)
     rt, at = (rt if rtol is None else rtol), (at if atol is None else atol)
-    if errors.mismatch:
-        return Agreement(math.nan, math.nan, 0, 0, rt, at, errors.mismatch)
+    problem = _mismatch(outs, refs)
+    if problem:
+        return Agreement(math.nan, math.nan, 0, 0, rt, at, problem)
+    worst_abs = worst_rel = 0.0
     mismatched = total = 0
     for o, r in zip(outs, refs):
-        abs_err, _ = elementwise_errors(o, r)
+        abs_err, rel_err = elementwise_errors(o, r)
+        worst_abs = max(worst_abs, float(abs_err.max(initial=0.0)))
+        worst_rel = max(worst_rel, float(rel_err.max(initial=0.0)))
         with np.errstate(invalid="ignore"):
             limit = at + rt * np.abs(np.nan_to_num(r.astype(np.complex128 if r.dtype.kind == "c" else np.float64)))
         mismatched += int(np.count_nonzero(abs_err > limit))
         total += abs_err.size
-    return Agreement(errors.max_abs, errors.max_rel, mismatched, total, rt, at)
+    return Agreement(worst_abs, worst_rel, mismatched, total, rt, at)
 
 
 __all__ = ["Agreement", "Errors", "agreement", "array_bytes", "as_arrays", "elementwise_errors", "max_errors",
