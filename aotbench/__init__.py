@@ -13,6 +13,7 @@ from .bandwidth import memory_bandwidth_gbps
 from .cache import CacheError
 from .comparison import Comparison, compare, compare_flags
 from .custom import Custom
+from .devices import gpu_available
 from .errors import (
     AbiMismatchError,
     AotbenchError,
@@ -20,8 +21,10 @@ from .errors import (
     AttrError,
     CompileError,
     ContractViolation,
+    CudaError,
     DeviceUnavailableError,
     Diagnostic,
+    HostCopyWarning,
     KernelCrashedError,
     KernelError,
     KernelTimeoutError,
@@ -64,11 +67,13 @@ __all__ = [
     "Comparison",
     "CompileError",
     "ContractViolation",
+    "CudaError",
     "Custom",
     "CustomRegOp",
     "DataType",
     "DeviceUnavailableError",
     "Diagnostic",
+    "HostCopyWarning",
     "KernelCrashedError",
     "KernelError",
     "KernelTimeoutError",
@@ -87,6 +92,7 @@ __all__ = [
     "compare_flags",
     "examples_dir",
     "get_include",
+    "gpu_available",
     "memory_bandwidth_gbps",
     "sweep",
 ]

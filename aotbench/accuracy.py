@@ -25,17 +25,29 @@ class Errors:
     mismatch: str | None = None
 
 
+def to_host(value: Any) -> np.ndarray:
+    """An array as a numpy array: a device array (cupy's, or any with ``__cuda_array_interface__``) is copied to
+    the host; anything else goes through ``np.asarray``."""
+    if hasattr(value, "__cuda_array_interface__"):
+        if hasattr(value, "get"):  # cupy
+            return value.get()
+        import cupy  # another library's device array: cupy reads the interface (a device array implies cupy)
+
+        return cupy.asnumpy(cupy.asarray(value))
+    return np.asarray(value)
+
+
 def as_arrays(value: Any) -> tuple[np.ndarray, ...]:
-    """An output as a tuple of arrays (an op with several outputs returns a tuple)."""
+    """An output as a tuple of host arrays (an op with several outputs returns a tuple)."""
     items = value if isinstance(value, (tuple, list)) else (value,)
-    return tuple(np.asarray(v) for v in items)
+    return tuple(to_host(v) for v in items)
 
 
 def snapshot(value: Any) -> Any:
-    """A private copy of an output, so a callable that reuses its output buffer cannot change it later."""
+    """A private host copy of an output, so a callable that reuses its output buffer cannot change it later."""
     if isinstance(value, (tuple, list)):
-        return tuple(np.array(v, copy=True) for v in value)
-    return np.array(value, copy=True)
+        return tuple(np.array(to_host(v), copy=True) for v in value)
+    return np.array(to_host(value), copy=True)
 
 
 def max_errors(output: Any, reference: Any) -> Errors:
@@ -86,8 +98,9 @@ def elementwise_errors(o: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def array_bytes(values: Any) -> int:
-    """The bytes of the numpy arrays among ``values`` (other arguments, such as call attributes, move none)."""
-    return sum(v.nbytes for v in values if isinstance(v, np.ndarray))
+    """The bytes of the host and device arrays among ``values`` (other arguments, such as call attributes, move
+    none)."""
+    return sum(v.nbytes for v in values if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__"))
 
 
 def tolerance(dtype: Any) -> tuple[float, float]:

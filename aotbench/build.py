@@ -27,6 +27,9 @@ _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"[A-Za-z0-9_.+-]+")
 _DEP_SPLIT = re.compile(r"(?<!\\)\s+")
 _DEP_UNESCAPE = re.compile(r"\\[ #\\]")
+_NVCC_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)(?: #[\w-]+)?: "
+    r"(?P<msg>.*)$", re.MULTILINE)
 _DIAGNOSTIC = re.compile(
     r"^(?P<file>[^\n:]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$",
     re.MULTILINE,
@@ -136,10 +139,14 @@ def describe_change(old: Artifact, new: Artifact) -> list[str]:
 
 
 def _user_flags(manifest: dict) -> list[str]:
-    """The flags after the source file in a manifest's argv (what the user appended)."""
+    """The flags after the source file in a manifest's argv (what the user appended; a gpu build's pre-included
+    launch-error probe is aotbench's, not the user's)."""
     argv = manifest.get("argv", [])
     source = manifest.get("source")
-    return argv[argv.index(source) + 1:] if source in argv else []
+    flags = argv[argv.index(source) + 1:] if source in argv else []
+    if flags[:1] == ["--pre-include"]:
+        flags = flags[2:]
+    return flags
 
 
 def invalidate(artifact: Artifact) -> None:
@@ -235,6 +242,7 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         if recipe.arch_reason is not None:
             manifest["arch_reason"] = recipe.arch_reason
             manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)
+            manifest["notes"] = nvcc.stream_notes(source_bytes.decode("utf-8", "replace"))
         entry = None if unstable else {"key": key, "deps": [list(vars(d).values()) for d in deps], "dirs": listings}
         _publish(root, base, key, tmp_lib, manifest, entry)
     finally:
@@ -268,11 +276,14 @@ def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, ent
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:
-    """GCC-style ``file:line:col: severity: message`` lines, in order."""
-    return [
-        Diagnostic(m["file"], int(m["line"]), int(m["col"]) if m["col"] else None, m["sev"], m["msg"].strip())
-        for m in _DIAGNOSTIC.finditer(log)
-    ]
+    """GCC-style ``file:line:col: severity: message`` lines and nvcc's front end's ``file(line): severity:
+    message`` lines (``warning #177-D:``; a "catastrophic error" is a fatal one), in the order they came."""
+    found = [(m.start(), Diagnostic(m["file"], int(m["line"]), int(m["col"]) if m["col"] else None, m["sev"],
+                                    m["msg"].strip())) for m in _DIAGNOSTIC.finditer(log)]
+    found += [(m.start(), Diagnostic(m["file"], int(m["line"]), None,
+                                     "fatal error" if m["sev"] == "catastrophic error" else m["sev"],
+                                     m["msg"].strip())) for m in _NVCC_DIAGNOSTIC.finditer(log)]
+    return [d for _, d in sorted(found, key=lambda item: item[0])]
 
 
 def parse_depfile(text: str) -> list[str]:

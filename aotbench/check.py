@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .accuracy import to_host
 from .dtypes import dtype_string
 from .errors import AotbenchError, ArgumentError
 from .plan import _tensor_arrays, call_infer_shape, make_plan
@@ -101,9 +102,17 @@ def _changed(now: np.ndarray, before: np.ndarray) -> np.ndarray:
 
 def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, atol: float | None = None,
           dynamic: list | None = None) -> CheckReport:
-    """Run ``op`` once on ``args`` under guards and poison and report every contract violation found."""
-    arrays, extras = op._split(args)
-    arrays = tuple(op._contiguous(a, i) for i, a in enumerate(arrays))
+    """Run ``op`` once on ``args`` under guards and poison and report every contract violation found.
+
+    A gpu op runs on the device: the guarded, poisoned buffers are built here, copied to the GPU, the kernel runs
+    on them, and they are copied back for the same inspection; the outputs returned are cupy arrays.
+    """
+    device = _Device(op) if op.spec.target == "gpu" else None
+    if device is not None:
+        arrays, extras = device.inputs(args)
+    else:
+        arrays, extras = op._split(args)
+        arrays = tuple(op._contiguous(a, i) for i, a in enumerate(arrays))
     attrs = op._attr_list + op._typed_call_attrs(extras)
     plan = make_plan(op.spec, op._host, op.library, arrays, attrs)
     problems: list[str] = []
@@ -127,11 +136,14 @@ def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, 
         ws_raw.append(raw)
         ws_snapshots.append(raw.copy())
 
-    pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs] + \
-        [r.ctypes.data + GUARD_BEFORE for r in ws_raw]
-    code = op._call_pointers(plan, pointers)
-    if code:
-        op._host.raise_for(code, op.name, 0, plan.attrs)
+    if device is not None:
+        device.run(plan, arrays, out_raw, ws_raw)
+    else:
+        pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs] + \
+            [r.ctypes.data + GUARD_BEFORE for r in ws_raw]
+        code = op._call_pointers(plan, pointers)
+        if code:
+            op._host.raise_for(code, op.name, 0, plan.attrs)
 
     for i, ((shape, dtype), raw, snap, data) in enumerate(zip(plan.outputs, out_raw, out_snapshots, outputs)):
         buffers.append(_inspect_output(f"output {i}", shape, dtype, raw, snap, data, problems))
@@ -145,9 +157,34 @@ def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, 
                                 "the rest: check the loop that fills it")
     mismatches = _compare(outputs, reference, arrays, rtol, atol, problems) if reference is not None else []
     warnings = _graph_mode_pass(op, dynamic, arrays, attrs, plan) if dynamic is not None else []
-    result = tuple(o.copy() for o in outputs)
+    result = tuple(device.upload(o) if device else o.copy() for o in outputs)
     return CheckReport(not problems, problems, warnings, buffers, mismatches,
                        result[0] if len(result) == 1 else result)
+
+
+class _Device:
+    """Check mode's device side: inputs on the GPU, the guarded host buffers mirrored there for the call."""
+
+    def __init__(self, op: Op):
+        from . import gpu
+
+        self._gpu, self._op = gpu, op
+        self._cp = gpu.require_gpu(op.name)
+
+    def inputs(self, args) -> tuple[tuple, tuple]:
+        return self._gpu.device_inputs(self._op, self._cp, args)
+
+    def upload(self, array: np.ndarray):
+        return self._cp.asarray(array)
+
+    def run(self, plan, arrays, out_raw: list[np.ndarray], ws_raw: list[np.ndarray]) -> None:
+        """Copy every guarded buffer to the device, run the kernel there, copy them back into ``*_raw``."""
+        mirrors = [self._cp.asarray(raw) for raw in out_raw + ws_raw]
+        pointers = [a.data.ptr for a in arrays] + [m.data.ptr + GUARD_BEFORE for m in mirrors]
+        self._gpu.enqueue(self._op, plan, pointers, self._cp.cuda.get_current_stream().ptr)
+        self._gpu.synchronize(self._op)
+        for raw, mirror in zip(out_raw + ws_raw, mirrors):
+            raw[:] = mirror.get()
 
 
 def _inspect_output(name, shape, dtype, raw, snap, data, problems) -> BufferReport:
@@ -222,7 +259,7 @@ def _compare(outputs, reference, arrays, rtol, atol, problems) -> list[dict]:
         return []
     found = []
     for i, (out, ref) in enumerate(zip(outputs, expected)):
-        ref = np.asarray(ref)
+        ref = to_host(ref)
         if out.shape != ref.shape:
             problems.append(f"output {i}: shape {out.shape} (from the shape rule) but the reference has {ref.shape}")
             continue

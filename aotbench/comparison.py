@@ -83,7 +83,7 @@ class Comparison:
         return timings(self, ax=ax, title=title)
 
 
-def compare(fns: Mapping[str, Callable], *args: Any, budget_ms: float = 200.0, flush_cache: bool = False,
+def compare(fns: Mapping[str, Callable], *args: Any, budget_ms: float = 200.0, flush_cache: bool | None = None,
             bytes_moved: float | None = None) -> Comparison:
     """Time every callable of ``fns`` on ``args`` and compare its output with the first one's.
 
@@ -131,18 +131,18 @@ def _ratio(num: float, den: float) -> float:
 
 
 def interleaved(entries: list[tuple[str, Callable]], args: tuple, budget_ms: float,
-                 flush_cache: bool) -> dict[str, Timing]:
+                 flush_cache: bool | None) -> dict[str, Timing]:
     """Each entry timed in two rounds (the second in reverse order), the samples of both kept together."""
     rounds: dict[str, list[Timing]] = {label: [] for label, _ in entries}
     for order in (entries, entries[::-1]):
         for label, fn in order:
             rounds[label].append(bench(fn, *args, budget_ms=budget_ms / 2, flush_cache=flush_cache, label=label))
-    return {label: Timing(tuple(s for t in parts for s in t.samples_ns), number=parts[0].number, label=label,
-                          device=parts[0].device, flushed=flush_cache) for label, parts in rounds.items()}
+    return {label: replace(parts[0], samples_ns=tuple(s for t in parts for s in t.samples_ns), label=label)
+            for label, parts in rounds.items()}
 
 
 def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = None, reference: Callable | None = None,
-                  budget_ms: float = 200.0, flush_cache: bool = False, bytes_moved: float | None = None) -> Comparison:
+                  budget_ms: float = 200.0, flush_cache: bool | None = None, bytes_moved: float | None = None) -> Comparison:
     """Rebuild ``op`` under each flag set (which REPLACES its flags) and :func:`compare` the builds on ``args``.
 
     ``flag_sets`` maps a label to a list of flags (or a string, split like a shell would); the default is the

@@ -59,6 +59,11 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         if name in call_attrs:
             raise ArgumentError(f"attribute {name!r} is registered without value=, so it is a call argument")
         merged[name] = typed(name, value)
+    if target == "gpu" and (isolate or sanitize is not None):
+        raise ArgumentError(
+            "isolate= and sanitize= run cpu kernels in a worker process; a gpu op runs in this process, on the "
+            "device. To find a gpu kernel's memory errors or races safely, use op.compute_sanitizer(*inputs, "
+            "tool='memcheck' or 'racecheck'): one call in a subprocess under NVIDIA's compute-sanitizer.")
     if check_sanitizer(sanitize) is not None:
         isolate = True  # a sanitized library can only run in a worker started with its runtime preloaded
     if not isinstance(isolate, bool):

@@ -37,6 +37,7 @@ def op_rows(op: Op) -> list[tuple[str, str]]:
     if "arch_reason" in manifest:
         rows.append(("arch", manifest["arch_reason"]))
     rows += [("kernel", resource_text(r)) for r in op.resources]
+    rows += [("note", note) for note in manifest.get("notes", [])]
     return rows
 
 

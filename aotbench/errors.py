@@ -170,6 +170,32 @@ class KernelError(AotbenchError, RuntimeError):
         super().__init__(msg)
 
 
+class CudaError(KernelError):
+    """A gpu kernel's call left a CUDA error: a launch the device refused (``when="at launch"``: a grid or block
+    out of range, too much shared memory) or a fault while it ran (``when="while it ran"``: an illegal address,
+    a device-side assert). ``error`` is the CUDA name (``cudaErrorIllegalAddress``); ``sticky`` errors leave the
+    process's CUDA context unusable, so every later CUDA call fails until the Python process restarts."""
+
+    def __init__(self, function: str, error: str, description: str, when: str, kernels: tuple[str, ...] = (),
+                 sticky: bool = False, hint: str = ""):
+        self.function, self.status, self.exception = function, None, None
+        self.error, self.description, self.when = error, description, when
+        self.kernels = tuple(kernels)
+        self.sticky = sticky
+        launched = f" (kernels in this library: {', '.join(self.kernels)})" if self.kernels else ""
+        msg = f"{function}: CUDA error {error} ({description}) {when}{launched}."
+        if hint:
+            msg += f" {hint}"
+        if sticky:
+            msg += (" This error is sticky: the CUDA context of this process is now unusable, so restart the "
+                    "Python kernel before running GPU code again.")
+        RuntimeError.__init__(self, msg)
+
+
+class HostCopyWarning(UserWarning):
+    """A gpu op was given a host (numpy) array: it was copied to the device for this call (said once per op)."""
+
+
 class WorkspaceError(AotbenchError, MemoryError):
     """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
     element count multiplied twice)."""

@@ -16,7 +16,8 @@ _FUNC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class KernelLibrary:
-    """A loaded library and the addresses of ``F``, ``FInit`` and ``FInferShape`` (0 when absent)."""
+    """A loaded library and the addresses of ``F``, ``FInit`` and ``FInferShape`` (0 when absent), and of
+    ``aotb_cuda_last_error`` in a gpu library aotbench built (see ``include/aotb_cuda_probe.h``)."""
 
     path: Path
     name: str
@@ -24,6 +25,7 @@ class KernelLibrary:
     kernel: int
     init: int
     infer_shape: int
+    cuda_probe: int = 0
 
 
 def check_function_name(name: str) -> str:
@@ -58,7 +60,8 @@ def load(path: Path, name: str) -> KernelLibrary:
     if not kernel:
         raise SymbolNotFoundError(str(path), name, elf.exported_c_functions(symbols),
                                   elf.mangled_matches(symbols, name))
-    return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"))
+    return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
+                         address("aotb_cuda_last_error"))
 
 
 def _load_hint(reason: str) -> str:

@@ -31,6 +31,10 @@ PIP_NVCC = (Path("nvidia", "cu13", "bin", "nvcc"), Path("nvidia", "cuda_nvcc", "
 DOCUMENTED_ARCHS = (70, 80)
 #: The reported resource usage is free to ask for and does not change the binary.
 RESOURCE_FLAG = "--resource-usage"
+#: Pre-included into every gpu build: exports ``aotb_cuda_last_error``, the kernel library's own
+#: ``cudaGetLastError`` (its CUDA runtime is linked statically, so launch errors are visible only from inside).
+PROBE_HEADER = "aotb_cuda_probe.h"
+PROBE_SYMBOL = "aotb_cuda_last_error"
 
 
 def candidates() -> list[tuple[str, Path]]:
@@ -138,11 +142,13 @@ def _pair(arch: int, *, ptx: bool) -> tuple[str, ...]:
 
 
 def cuda_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...], gencode: tuple[str, ...]) -> list[str]:
-    """The documented CUDA command with ``gencode`` where the documented pair stood, ``flags`` appended."""
+    """The documented CUDA command with ``gencode`` where the documented pair stood, then the launch-error probe
+    (:data:`PROBE_HEADER`, pre-included) and ``flags``."""
     return [
         compiler, "--shared", "-Xcompiler", "-fPIC", "-O3", *gencode, "--use_fast_math",
         "--expt-relaxed-constexpr", "-D_GLIBCXX_USE_CXX11_ABI=0",
-        f"-I{include_dir()}", f"-I{source.parent}", "-o", str(output), str(source), *flags,
+        f"-I{include_dir()}", f"-I{source.parent}", "-o", str(output), str(source),
+        "--pre-include", str(include_dir() / PROBE_HEADER), *flags,
     ]
 
 
@@ -168,6 +174,39 @@ def resource_usage(log: str) -> list[dict]:
     for entry, name in zip(kernels, demangle([k["kernel"] for k in kernels])):
         entry["kernel"] = name
     return kernels
+
+
+_LINE_COMMENT = re.compile(r"//[^\n]*")
+
+
+def stream_notes(source: str) -> list[str]:
+    """A note for each ``<<<...>>>`` launch without a stream argument: it runs on the default stream, not on the
+    ``stream`` the kernel is given (aotbench's current cupy stream, MindSpore's own), so it is not ordered with
+    the framework's work and cannot be captured into a CUDA graph."""
+    text = _LINE_COMMENT.sub("", source)
+    notes = []
+    for match in re.finditer(r"<<<", text):
+        end = text.find(">>>", match.end())
+        if end < 0:
+            break
+        depth, commas = 0, 0
+        for ch in text[match.end():end]:
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            commas += ch == "," and depth == 0
+        if commas < 3:
+            line = text.count("\n", 0, match.start()) + 1
+            notes.append(f"line {line}: this launch has no stream argument, so it runs on the default stream, not "
+                         "the stream the kernel is given; launch with <<<grid, block, shared_bytes, "
+                         "static_cast<cudaStream_t>(stream)>>>")
+    return notes
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel as a person names it: ``void (anonymous namespace)::row_sums<true>(float const*, ...)`` ->
+    ``row_sums<true>``."""
+    name = name.replace("(anonymous namespace)::", "").removeprefix("void ").strip()
+    return name.split("(", 1)[0] or name
 
 
 def demangle(names: list[str]) -> list[str]:

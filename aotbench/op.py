@@ -19,7 +19,6 @@ import numpy as np
 from . import rules
 from .attrs import TypedAttr, describe, typed
 from .build import Artifact
-from .devices import require_gpu
 from .dtypes import dtype_string
 from .errors import ArgumentError, ContractViolation, ShapeError
 from .host import BAD_BUFFER, Host
@@ -64,6 +63,7 @@ class Op:
         self.source_path = source
         self._n_inputs = len(spec.reg_info.inputs) if spec.reg_info and spec.reg_info.inputs else None
         self._attr_list = list(spec.attrs)
+        self._on_device = spec.target == "gpu"  # calls go through aotbench.gpu (cupy arrays, the current stream)
 
     # -- what was built -------------------------------------------------------------------------------
     @property
@@ -171,6 +171,8 @@ class Op:
 
     # -- calling --------------------------------------------------------------------------------------
     def __call__(self, *args: Any):
+        if self._on_device:
+            return self._call_device(args)
         if self._spec.call_attrs:
             return self._call_slow(args)
         try:
@@ -232,13 +234,18 @@ class Op:
     def _typed_call_attrs(self, extras) -> list[TypedAttr]:
         return [typed(name, v) for name, v in zip(self._spec.call_attrs, extras)]
 
-    def _split(self, args) -> tuple[tuple, tuple]:
+    def _check_arity(self, args) -> None:
+        """Refuse a call with the wrong number of arguments, when the registration says how many."""
         n_attr = len(self._spec.call_attrs)
         n = self._n_inputs
         if n is not None and len(args) != n + n_attr:
             names = ", ".join(self._spec.reg_info.inputs)  # type: ignore[union-attr]
             attrs = f" then {n_attr} attribute argument(s) ({', '.join(self._spec.call_attrs)})" if n_attr else ""
             raise ArgumentError(f"{self.name} takes {n} input array(s) ({names}){attrs}; got {len(args)} arguments")
+
+    def _split(self, args) -> tuple[tuple, tuple]:
+        self._check_arity(args)
+        n_attr = len(self._spec.call_attrs)
         arrays = args[:len(args) - n_attr] if n_attr else args
         converted = []
         for i, a in enumerate(arrays):
@@ -251,15 +258,30 @@ class Op:
             converted.append(a)
         return tuple(converted), tuple(args[len(arrays):])
 
-    def _call_slow(self, args) -> Any:
-        if self._spec.target == "gpu":
-            require_gpu(self.name)
+    def _call_checked(self, args) -> Any:
+        """The call ``--check`` asked for: check mode, raising ContractViolation on a problem."""
+        self._check_next_call = False
+        report = self.check(*args)
+        if not report.ok:
+            raise ContractViolation(self.name, report)
+        return report.outputs
+
+    def _call_device(self, args) -> Any:
+        from . import gpu
+
         if self._check_next_call:
-            self._check_next_call = False
-            report = self.check(*args)
-            if not report.ok:
-                raise ContractViolation(self.name, report)
-            return report.outputs
+            return self._call_checked(args)
+        return gpu.call(self, args)
+
+    def _remember_plan(self, key, plan: Plan) -> None:
+        with self._lock:
+            if len(self._plans) >= MAX_PLANS:
+                del self._plans[next(iter(self._plans))]
+            self._plans[key] = plan
+
+    def _call_slow(self, args) -> Any:
+        if self._check_next_call:
+            return self._call_checked(args)
         arrays, extras = self._split(args)
         key = tuple([(a.shape, a.dtype) for a in arrays])
         call_attrs = self._typed_call_attrs(extras)
@@ -268,10 +290,7 @@ class Op:
         plan = self._plans.get(key)
         if plan is None:
             plan = make_plan(self._spec, self._host, self.library, arrays, self._attr_list + call_attrs)
-            with self._lock:
-                if len(self._plans) >= MAX_PLANS:
-                    del self._plans[next(iter(self._plans))]
-                self._plans[key] = plan
+            self._remember_plan(key, plan)
         return self._invoke(plan, arrays)
 
     def infer_shape(self, *shapes: Any):
@@ -324,6 +343,24 @@ class Op:
 
         return bench(self, *arrays, **options)
 
+    def launcher(self, *arrays: Any):
+        """A gpu op's call prepared on these inputs: ``launch()`` enqueues the kernel on the current cupy stream
+        without waiting, ``launch.finish()`` synchronizes and raises a CUDA error, ``launch.outputs`` are written
+        (allocated once). What device timing and CUDA graphs use (:class:`aotbench.gpu.Launcher`)."""
+        if not self._on_device:
+            raise ArgumentError(f"{self.name} is a cpu op: its calls are synchronous already; call it directly")
+        from .gpu import Launcher
+
+        return Launcher(self, *arrays)
+
+    def compute_sanitizer(self, *arrays: Any, tool: str = "memcheck", timeout_s: float = 300.0):
+        """Run one call of this gpu op under NVIDIA's compute-sanitizer (``memcheck``, ``racecheck``,
+        ``initcheck`` or ``synccheck``) in a subprocess, built with ``-lineinfo``; returns a
+        :class:`~aotbench.gpu_sanitize.SanitizerReport` (``ok``, ``findings`` with kernel, source line, thread)."""
+        from .gpu_sanitize import run_compute_sanitizer
+
+        return run_compute_sanitizer(self, *arrays, tool=tool, timeout_s=timeout_s)
+
     def explore(self, *example_inputs: Any, reference: Any = None, dynamic: list | None = None,
                 debounce_ms: float = 100.0, **options: Any):
         """An interactive panel (ipywidgets) over this op: attribute and dimension controls, the inferred shape,
@@ -334,8 +371,19 @@ class Op:
                        **options)
 
     def plan_info(self, *arrays: Any) -> dict:
-        """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init)."""
-        converted, extras = self._split(arrays)
+        """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init).
+
+        Only shapes and dtypes are read, so a gpu op's device arrays stay where they are (and no workspace is
+        allocated on the device: this plan is the host's)."""
+        if self._on_device:
+            self._check_arity(arrays)
+            n_attr = len(self._spec.call_attrs)
+            head = arrays[:len(arrays) - n_attr] if n_attr else arrays
+            converted = tuple(a if hasattr(a, "__cuda_array_interface__") else self._contiguous(a, i)
+                              for i, a in enumerate(head))
+            extras = tuple(arrays[len(head):])
+        else:
+            converted, extras = self._split(arrays)
         plan = make_plan(self._spec, self._host, self.library, converted,
                          self._attr_list + self._typed_call_attrs(extras))
         return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -75,9 +76,19 @@ def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
     return ndims, shape_ptrs, dtype_strs, dims
 
 
-def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple[np.ndarray, ...],
-              attrs: list[TypedAttr]) -> Plan:
-    """Prepare the call of ``lib``'s kernel for these (converted, native-order) input arrays."""
+def host_workspace(nbytes: int) -> tuple[object, int]:
+    """A host workspace of ``nbytes``: the array that owns it and its WORKSPACE_ALIGNMENT-aligned address."""
+    raw = np.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+    return raw, raw.ctypes.data + (-raw.ctypes.data % WORKSPACE_ALIGNMENT)
+
+
+def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs: list[TypedAttr],
+              allocate_workspace: Callable[[int], tuple[object, int]] = host_workspace) -> Plan:
+    """Prepare the call of ``lib``'s kernel for these (converted, native-order) input arrays.
+
+    Only the arrays' ``shape`` and ``dtype`` are read, so device arrays plan the same way; ``allocate_workspace``
+    says where workspaces live (host memory by default, device memory for a gpu op).
+    """
     name = lib.name
     in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
     in_dtypes = [a.dtype for a in arrays]
@@ -105,11 +116,11 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple[np.nda
         for k, size in enumerate(requested):
             allocated = workspace_allocation(size)
             try:
-                raw = np.empty(allocated + WORKSPACE_ALIGNMENT, dtype=np.uint8)
-            except (MemoryError, ValueError) as exc:
+                owner, pointer = allocate_workspace(allocated)
+            except (MemoryError, ValueError) as exc:  # a device allocator raises MemoryError subclasses too
                 raise WorkspaceError(f"{name}Init", k, size) from exc
-            keepalive.append(raw)
-            ws_ptrs.append(raw.ctypes.data + (-raw.ctypes.data % WORKSPACE_ALIGNMENT))
+            keepalive.append(owner)
+            ws_ptrs.append(pointer)
             workspaces.append((size, allocated))
         nparam = len(shapes) + len(requested)
         if nparam > MAX_PARAMS:

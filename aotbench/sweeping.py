@@ -19,6 +19,7 @@ from .accuracy import array_bytes, as_arrays, max_errors, snapshot
 from .bandwidth import memory_bandwidth_gbps
 from .comparison import check_positive, interleaved
 from .errors import ArgumentError
+from .gpu import to_device_like
 from .tables import format_bytes, html_table, size_text, text_table
 from .timing import Timing, format_ns, gbps
 
@@ -97,12 +98,12 @@ def measure_point(op: Callable, size: Any, inputs: Callable, reference: Callable
     args = (made,) if isinstance(made, np.ndarray) else made
     if not isinstance(args, (tuple, list)):
         raise ArgumentError(f"inputs(size, rng) must return a tuple of arrays, got {type(made).__name__}")
-    args = tuple(args)
+    args = to_device_like(op, tuple(args))  # a gpu op's inputs live on the device, as its outputs do
     label = getattr(op, "name", getattr(op, "__name__", "op"))
     entries = [(label, op)] + ([("reference", reference)] if reference is not None else [])
     output = snapshot(op(*args))
     err = max_errors(output, snapshot(reference(*args))) if reference is not None else None
-    timings = interleaved(entries, args, budget_ms, False)
+    timings = interleaved(entries, args, budget_ms, None)
     nbytes = array_bytes(args) + array_bytes(as_arrays(output))
     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, np.ndarray))
     return SweepPoint(size, shapes, nbytes, timings[label], gbps(nbytes, timings[label].median_ns),

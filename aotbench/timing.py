@@ -12,8 +12,8 @@ The method (IPython's ``%timeit`` autorange and triton's ``do_bench``, in our ow
    not timed.
 
 Statistics come from one pure function, :func:`summarize`. Every time is in nanoseconds per call and every
-name says its unit. A gpu op is timed with device events (not in this version: it raises
-:class:`~aotbench.errors.DeviceUnavailableError` like calling it does).
+name says its unit. A gpu op, or any callable given device arrays, is timed on the device with CUDA events and an
+L2 flush between calls (:mod:`aotbench.gpu_timing`).
 """
 
 from __future__ import annotations
@@ -90,6 +90,10 @@ class Timing:
     label: str = ""
     device: str = "cpu"
     flushed: bool = False  # every sample started with cold caches
+    clock: str = "perf_counter"  # or "cuda events" (device time)
+    launch_overhead_ns: float | None = None  # gpu: host time per launch, measured apart from the device time
+    graph: bool = False  # gpu: the samples are CUDA-graph replays
+    notes: tuple[str, ...] = ()  # what may make the numbers less than honest, in words
     stats: Stats = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,9 +126,15 @@ class Timing:
 
     def __str__(self) -> str:
         label = f"{self.label}: " if self.label else ""
-        cold = ", cold caches" if self.flushed else ""
+        cold = (", L2 flushed" if self.device == "gpu" else ", cold caches") if self.flushed else ""
+        device = ""
+        if self.device == "gpu":
+            device = f"; device time from {self.clock}" + (", CUDA graph replay" if self.graph else "")
+            if self.launch_overhead_ns is not None:
+                device += f"; host launch {format_ns(self.launch_overhead_ns)}"
+        notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (f"{label}{format_ns(self.median_ns)} median, IQR {format_ns(self.iqr_ns)}, min "
-                f"{format_ns(self.min_ns)} ({self.count} samples of {self.number} call(s){cold})")
+                f"{format_ns(self.min_ns)} ({self.count} samples of {self.number} call(s){cold}){device}{notes}")
 
     def __repr__(self) -> str:  # the samples are in .samples_ns; a repr of thousands of numbers helps nobody
         return f"<Timing {self}>"
@@ -184,23 +194,34 @@ def autorange(fn: Callable, args: tuple, timer: Callable[[], int] = time.perf_co
         scale *= 10
 
 
-def bench(fn: Callable, *args: Any, budget_ms: float = 200.0, warmup: int | None = None, flush_cache: bool = False,
-          min_samples: int = 5, max_samples: int = 10_000, label: str | None = None,
-          timer: Callable[[], int] = time.perf_counter_ns) -> Timing:
+def runs_on_device(fn: Any, args: tuple) -> bool:
+    """Whether ``fn(*args)`` is device work: a gpu op, or a callable given device (cupy) arrays."""
+    return getattr(getattr(fn, "spec", None), "target", None) == "gpu" or any(
+        hasattr(a, "__cuda_array_interface__") for a in args)
+
+
+def bench(fn: Callable, *args: Any, budget_ms: float = 200.0, warmup: int | None = None,
+          flush_cache: bool | None = None, graph: bool = False, min_samples: int = 5, max_samples: int = 10_000,
+          label: str | None = None, timer: Callable[[], int] = time.perf_counter_ns) -> Timing:
     """Time ``fn(*args)``: samples of per-call ns within about ``budget_ms`` (see the module's method).
 
     ``warmup`` is a number of calls (None: about a tenth of the budget); ``flush_cache=True`` times each call
-    alone after evicting the caches; ``timer`` is the clock in ns (tests pass a fake one). The garbage collector
-    is off while timing. An op built for the gpu is refused here with the reason (device timing needs a GPU).
+    alone after evicting the caches (default: on for device work, off on the cpu); ``timer`` is the clock in ns
+    (tests pass a fake one). The garbage collector is off while timing. Device work (:func:`runs_on_device`) is
+    timed with CUDA events instead (:mod:`aotbench.gpu_timing`; ``graph=True`` replays a CUDA graph).
     """
     _check_args(budget_ms, warmup, min_samples, max_samples)
     if not callable(fn):
         raise ArgumentError(f"bench needs a callable, got {type(fn).__name__}")
-    spec = getattr(fn, "spec", None)
-    if getattr(spec, "target", "cpu") == "gpu":
-        from .devices import require_gpu
+    if runs_on_device(fn, args):
+        from .gpu_timing import bench_device
 
-        require_gpu(getattr(fn, "name", "this op"))
+        return bench_device(fn, *args, budget_ms=budget_ms, warmup=warmup,
+                            flush_cache=True if flush_cache is None else bool(flush_cache), graph=graph,
+                            min_samples=min_samples, max_samples=max_samples, label=label)
+    if graph:
+        raise ArgumentError("graph=True replays a CUDA graph: it is for gpu ops and callables on device arrays")
+    flush_cache = bool(flush_cache)
     label = label if label is not None else getattr(fn, "name", getattr(fn, "__name__", ""))
     budget_ns = budget_ms * 1e6
     gc_was_enabled = gc.isenabled()
@@ -245,4 +266,5 @@ def gbps(nbytes: float, ns: float) -> float:
     return nbytes / ns if ns > 0 else math.inf
 
 
-__all__ = ["Stats", "Timing", "autorange", "bench", "flush_buffer_bytes", "format_ns", "gbps", "summarize"]
+__all__ = ["Stats", "Timing", "autorange", "bench", "flush_buffer_bytes", "format_ns", "gbps", "runs_on_device",
+           "summarize"]

@@ -28,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the notebook extra
     raise ImportError("op.explore needs ipywidgets: pip install 'aotbench[notebook]'") from exc
 
-from . import accuracy, exploration, plots
+from . import accuracy, exploration, gpu, plots
 from .attrs import AttrKind, TypedAttr
 from .debounce import Debouncer
 from .errors import AotbenchError, ArgumentError
@@ -123,7 +123,7 @@ class ExplorePanel(W.VBox):
             raise ArgumentError("explore needs example inputs, one array per input (their ranks and dtypes shape "
                                 "the controls): op.explore(x, y, ...)")
         self.op = op
-        self.examples = tuple(np.asarray(e) for e in examples)
+        self.examples = tuple(accuracy.to_host(e) for e in examples)  # host copies (a gpu op gets device ones)
         self.reference = reference
         self.budget_ms = budget_ms
         self.rtol, self.atol = rtol, atol
@@ -290,6 +290,7 @@ class ExplorePanel(W.VBox):
         shapes = self.shapes()
         same = shapes == [e.shape for e in self.examples]
         inputs = self.examples if same else exploration.random_inputs(self.examples, shapes, self._rng)
+        inputs = gpu.to_device_like(op, inputs)  # a gpu op (and its reference) get device arrays
         output = op(*inputs)
         result: dict[str, Any] = {"attrs": attrs, "shapes": shapes, "inputs": inputs, "output": output}
         expected = None
@@ -308,8 +309,9 @@ class ExplorePanel(W.VBox):
         text = f"<b>op</b> {format_ns(timing.median_ns)} (IQR {format_ns(timing.iqr_ns)})"
         if self.reference is not None:
             reference = self.reference
-            result["reference_timing"] = ref_timing = bench(
-                lambda: reference(*inputs, **ref_kwargs), budget_ms=self.budget_ms, min_samples=PANEL_MIN_SAMPLES)
+            result["reference_timing"] = ref_timing = bench(  # the inputs as arguments: device ones time on the GPU
+                lambda *xs: reference(*xs, **ref_kwargs), *inputs, budget_ms=self.budget_ms,
+                min_samples=PANEL_MIN_SAMPLES)
             text += (f"<br><b>reference</b> {format_ns(ref_timing.median_ns)} (IQR "
                      f"{format_ns(ref_timing.iqr_ns)}) · op is {ref_timing.median_ns / timing.median_ns:.2g}x")
         self.timing.value = f"<div style='margin-left:2em'>{text}</div>"
@@ -317,9 +319,9 @@ class ExplorePanel(W.VBox):
     @staticmethod
     def _figure(output, expected):
         """Output against reference (an error heat map for 2-D), or the output alone without a reference."""
-        first = output[0] if isinstance(output, tuple) else output
+        first = accuracy.to_host(output[0] if isinstance(output, tuple) else output)
         ref = None if expected is None else (expected[0] if isinstance(expected, (tuple, list)) else expected)
-        ref = None if ref is None or np.shape(ref) != np.shape(first) else np.asarray(ref)
+        ref = None if ref is None or np.shape(ref) != np.shape(first) else accuracy.to_host(ref)
         fig = plots.fixed_figure(PLOT_WIDTH_PX, PLOT_HEIGHT_PX, PLOT_DPI)
         ax = fig.axes[0]
         if ref is not None and np.ndim(first) == 2:

@@ -16,7 +16,8 @@ CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aot
         "aotbench.cells", "aotbench.display", "aotbench.nvcc", "aotbench.devices",
         "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker", "aotbench.sanitize",
         "aotbench.timing", "aotbench.accuracy", "aotbench.tables", "aotbench.bandwidth",
-        "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration", "aotbench.debounce"]
+        "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration", "aotbench.debounce",
+        "aotbench.gpu", "aotbench.gpu_timing", "aotbench.gpu_sanitize", "aotbench._gpu_call"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 

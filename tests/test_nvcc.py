@@ -35,6 +35,9 @@ def test_command_is_the_documented_cuda_command_with_adapted_archs(axpy):
     assert tail[:3] == ["--use_fast_math", "--expt-relaxed-constexpr", "-D_GLIBCXX_USE_CXX11_ABI=0"]
     assert tail[3:5] == [f"-I{aotbench.get_include()}", f"-I{KERNEL.parent}"]
     assert tail[5] == "-o" and tail[6] == str(axpy.artifact.path) and tail[7] == str(KERNEL)
+    # then aotbench's launch-error probe, pre-included; the library exports it
+    assert tail[8:] == ["--pre-include", str(Path(aotbench.get_include()) / nvcc.PROBE_HEADER)]
+    assert axpy.library.cuda_probe != 0
     gencode = argv[5:argv.index("--use_fast_math")]
     assert gencode[0::2] == ["-gencode"] * (len(gencode) // 2)
     supported = nvcc.supported_archs(argv[0])
@@ -129,3 +132,78 @@ def test_missing_nvcc_is_a_toolchain_error(monkeypatch, tmp_path):
     monkeypatch.setattr(nvcc, "candidates", lambda: [("PATH", tmp_path / "nvcc")])
     with pytest.raises(aotbench.ToolchainNotFoundError, match="nvidia-cuda-nvcc"):
         build(KERNEL)
+
+
+def test_the_probe_is_not_a_user_flag():
+    """A rebuild with another flag names only that flag as the change, not the pre-included probe."""
+    from aotbench.build import describe_change
+
+    a = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False})
+    b = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False},
+                        flags=["-lineinfo"])
+    assert describe_change(a.artifact, b.artifact) == ["flags changed: [] -> ['-lineinfo']"]
+
+
+@pytest.mark.parametrize("example, name, kernels", [
+    ("saxpy.cu", "Saxpy", {"saxpy4", "saxpy_tail"}),
+    ("add_reduce.cu", "AddReduce", {"row_sums<true>", "row_sums<false>", "column_partials", "add_partials"}),
+])
+def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
+    from aotbench.gpu import kernel_names
+
+    attrs = {"a": 2.0} if name == "Saxpy" else {"axis": 0, "keep_dim": False}
+    op = aotbench.Custom(str(aotbench.examples_dir() / example) + f":{name}",
+                         (lambda s0, s1: s0) if name == "Saxpy" else None, np.float32, attrs=attrs)
+    assert "warning" not in op.log.lower()
+    assert set(kernel_names(op)) == kernels
+    assert all(r["spill_stores"] == 0 and r["registers"] <= 64 for r in op.resources)
+
+
+def test_fused_example_asks_for_its_workspace_in_bytes_and_none_for_unknown_dims(rng):
+    """AddReduce's Init: one partial row of floats per 64 rows for axis=0, nothing for axis=1 or -1 dims."""
+    op = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce.cu") + ":AddReduce", None, np.float32,
+                         attrs={"axis": 0, "keep_dim": True})
+    rows, cols = int(rng.integers(1, 500)), int(rng.integers(1, 500))
+    x = np.zeros((rows, cols), np.float32)
+    assert op.plan_info(x, x)["workspaces"][0]["requested"] == -(-rows // 64) * cols * 4
+    assert op.infer_shape((rows, cols), (rows, cols)) == (1, cols)
+    assert op.with_attrs(axis=1).plan_info(x, x)["workspaces"][0]["requested"] == 0
+    assert op.with_attrs(axis=1, keep_dim=False).infer_shape((rows, None), (rows, None)) == (rows,)
+
+
+def test_short_kernel_names():
+    assert nvcc.short_kernel_name("void (anonymous namespace)::row_sums<true>(float const*, long)") == "row_sums<true>"
+    assert nvcc.short_kernel_name("axpy_kernel(float, float const*)") == "axpy_kernel"
+
+
+def test_nvcc_compile_errors_are_parsed_with_their_lines(tmp_path):
+    """nvcc's front end writes ``file(line): error: ...``: each becomes a diagnostic with its line."""
+    source = tmp_path / "broken kernel.cu"
+    source.write_text('#include <cstdint>\nextern "C" int F(void *extra) {\n'
+                      '  const float a = static_cast<AotExtra *>(extra)->Attr<float>("a");\n  return 0;\n}\n')
+    with pytest.raises(aotbench.CompileError) as info:
+        aotbench.Custom(f"{source}:F", (1,), np.float32)
+    errors = info.value.errors
+    assert errors and all(d.line == 3 and Path(d.file).name == "broken kernel.cu" for d in errors)
+    assert 'identifier "AotExtra" is undefined' in errors[0].message
+    assert f"{source}:3: error: identifier" in str(info.value)
+
+
+def test_a_launch_without_the_stream_is_noted(tmp_path):
+    """<<<grid, block>>> runs on the default stream, not the one the kernel is given: the build says so, with the
+    line; launches that pass the stream (or sit in comments) are not noted."""
+    source = tmp_path / "streams.cu"
+    source.write_text(
+        '#include <cstdint>\n__global__ void k(float *p) { p[threadIdx.x] = 1.0f; }\n'
+        'extern "C" int F(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,\n'
+        '                 void *stream, void *extra) {\n'
+        '  float *p = static_cast<float *>(params[0]);\n'
+        '  k<<<(ndims[0] + 1, 1), 32>>>(p);  // no stream\n'
+        '  k<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(p);\n'
+        '  // k<<<1, 32>>>(p);  a comment\n'
+        '  return 0;\n}\n')
+    op = aotbench.Custom(f"{source}:F", (32,), np.float32)
+    (note,) = op.artifact.manifest["notes"]
+    assert note.startswith("line 6: this launch has no stream argument")
+    assert "line 6: this launch" in op_text(op)
+    assert nvcc.stream_notes("k<<<g, b, 0, s>>>(x); k<<<dim3(1, 2), 32, 0, s>>>();") == []

@@ -1,0 +1,198 @@
+"""The gpu run path's host side, where no GPU is: aotbench.gpu, gpu_timing and check mode's device side run
+against tests/host_cupy.py (cupy's interface over host memory) and a C++ kernel with the gpu entry points.
+
+This checks what the host does around a device (conversions, plans, workspaces, pointer order, the stream
+handle, the launch-error probe, errors at synchronization, event timing, the once-per-op copy note). Real
+launches, real CUDA errors and real device times are tests/test_gpu.py's, on a GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotbench
+from aotbench import devices
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import host_cupy
+
+KERNEL = f"{Path(__file__).resolve().parent / 'kernels' / 'host_device_axpy.cc'}:Axpy"
+FAULTS = f"{Path(__file__).resolve().parent / 'kernels' / 'check_faults.cc'}:Fault"
+NULL_STREAM = 0
+
+
+@pytest.fixture
+def cp(monkeypatch):
+    """host_cupy as ``cupy``, and a device reported usable, for this test only."""
+    host_cupy.reset()
+    monkeypatch.setitem(sys.modules, "cupy", host_cupy)
+    monkeypatch.setattr(devices, "_usable", True)
+    return host_cupy
+
+
+def axpy(a: float = 2.5, stream: int = NULL_STREAM, **attrs):
+    return aotbench.Custom(KERNEL, None, np.float32, target="gpu",
+                           attrs={"a": a, "stream": stream, "refuse": False, **attrs})
+
+
+def device(cp, rng, *shape):
+    return cp.asarray(rng.standard_normal(shape, dtype=np.float32))
+
+
+def test_device_inputs_give_device_outputs_through_a_device_workspace(cp, rng):
+    n = int(rng.integers(10, 5000))
+    x, y = device(cp, rng, n), device(cp, rng, n)
+    a = float(rng.uniform(-3, 3))
+    op = axpy(a)
+    cp.allocations.clear()
+    out = op(x, y)
+    assert isinstance(out, cp.ndarray) and out.shape == (n,)
+    np.testing.assert_allclose(out.get(), a * x.get() + y.get(), rtol=1e-6, atol=1e-6)
+    ws = op.plan_info(x, y)["workspaces"][0]
+    assert ws["requested"] == 4 * n
+    # the plan's workspace and the output came from the device allocator (the kernel read x through it)
+    assert ws["allocated"] + 64 in cp.allocations and 4 * n in cp.allocations
+    cp.allocations.clear()
+    op(x, y)
+    assert cp.allocations == [4 * n]  # a repeated call allocates only its output: the plan is reused
+
+
+def test_the_current_streams_handle_reaches_the_kernel(cp, rng):
+    x = device(cp, rng, 64)
+    with cp.cuda.Stream(ptr=0xABC0):
+        np.testing.assert_allclose(axpy(1.0, stream=0xABC0)(x, x).get(), 2 * x.get(), rtol=1e-6)
+        with pytest.raises(aotbench.KernelError, match="returned 5"):
+            axpy(1.0, stream=NULL_STREAM)(x, x)  # it got 0xABC0, not the null stream
+
+
+def test_numpy_inputs_are_copied_once_noted(cp, rng):
+    op = axpy(0.5)
+    x, y = (rng.standard_normal(33, dtype=np.float32) for _ in range(2))
+    with pytest.warns(aotbench.HostCopyWarning, match=r"input\(s\) 0, 1 were numpy arrays") as record:
+        out = op(x, y)
+    assert record[0].filename == __file__  # the warning points at the user's call, not into aotbench
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op(x, y)
+    np.testing.assert_allclose(out.get(), 0.5 * x + y, rtol=1e-6)
+
+
+def test_a_launch_error_left_in_the_librarys_runtime_is_a_cuda_error(cp, rng):
+    x = device(cp, rng, 8)
+    with pytest.raises(aotbench.CudaError) as info:
+        axpy(refuse=True)(x, x)
+    err = info.value
+    assert (err.error, err.when, err.sticky) == ("cudaErrorInvalidConfiguration", "at launch", False)
+    assert isinstance(err, aotbench.KernelError) and "Axpy: CUDA error" in str(err)
+    assert "1024 threads per block" in str(err)
+    axpy()(x, x)  # the probe cleared it: the next call is clean
+
+
+def test_an_error_at_synchronization_is_a_sticky_cuda_error(cp, rng):
+    x = device(cp, rng, 8)
+    cp.pending_error.append(700)
+    with pytest.raises(aotbench.CudaError) as info:
+        axpy()(x, x)
+    assert info.value.error == "cudaErrorIllegalAddress" and info.value.sticky
+    assert "while it ran" in str(info.value) and "restart the Python kernel" in str(info.value)
+    assert "compute_sanitizer" in str(info.value)
+
+
+def test_bad_inputs_are_refused_before_the_kernel(cp, rng):
+    op = axpy()
+    x = device(cp, rng, 8)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(aotbench.ArgumentError, match="cannot be copied to the GPU"):
+        op(np.ones(8, dtype=ml_dtypes.bfloat16), x)
+    with cp.cuda.Device(1):
+        other = cp.asarray(np.ones(8, np.float32))
+    with pytest.raises(aotbench.ArgumentError, match="on GPU 1 but the current device is GPU 0"):
+        op(other, x)
+
+
+def test_the_launcher_reuses_its_outputs_and_does_not_synchronize(cp, rng):
+    x, y = device(cp, rng, 100), device(cp, rng, 100)
+    launch = axpy(3.0).launcher(x, y)
+    cp.allocations.clear()
+    for _ in range(3):
+        launch()
+    assert cp.allocations == []  # nothing allocated per launch
+    cp.pending_error.append(700)
+    launch()  # no synchronization: a fault is seen at finish()
+    with pytest.raises(aotbench.CudaError, match="cudaErrorIllegalAddress"):
+        launch.finish()
+    np.testing.assert_allclose(launch.result.get(), 3 * x.get() + y.get(), rtol=1e-6)
+    with pytest.raises(aotbench.ArgumentError, match="cpu op"):
+        aotbench.Custom(FAULTS, None, np.float32, attrs={"mode": "ok", "extra": 0, "delta": 0.0}).launcher(x)
+
+
+def test_bench_of_a_gpu_op_takes_the_device_path(cp, rng):
+    x, y = device(cp, rng, 1000), device(cp, rng, 1000)
+    cp.allocations.clear()
+    private = cp.Stream().ptr  # timing runs on a stream of its own (the kernel checks the handle it gets)
+    timing = aotbench.bench(axpy(stream=private), x, y, budget_ms=20)
+    assert (timing.device, timing.clock, timing.flushed, timing.number) == ("gpu", "cuda events", True, 1)
+    assert timing.count >= 5 and timing.launch_overhead_ns > 0 and timing.median_ns > 0
+    assert max(cp.allocations) == max(64 << 20, 2 * (48 << 20))  # the L2 flush buffer: twice the L2
+    assert "device time from cuda events" in str(timing) and "host launch" in str(timing)
+    warm = aotbench.bench(axpy(stream=private), x, y, budget_ms=20, flush_cache=False)
+    assert not warm.flushed and warm.number >= 1
+    cupy_code = aotbench.bench(lambda a, b: a * 2 + b, x, y, budget_ms=10)  # device arrays: device timing
+    assert cupy_code.device == "gpu"
+    with pytest.raises(aotbench.ArgumentError, match="graph=True"):
+        aotbench.bench(lambda a: a, np.ones(3), graph=True)
+
+
+def test_compare_and_sweep_of_a_gpu_op(cp, rng):
+    x, y = device(cp, rng, 500), device(cp, rng, 500)
+    result = aotbench.compare({"op": axpy(2.0, stream=-1), "ref": lambda a, b: 2 * a + b}, x, y, budget_ms=20)
+    assert [r.timing.device for r in result.rows] == ["gpu", "gpu"] and result.rows[1].max_abs_error < 1e-5
+    assert result.bytes_moved == 3 * 500 * 4
+    sweep = aotbench.sweep(axpy(2.0, stream=-1), [16, 256], reference=lambda a, b: 2 * a + b, budget_ms=10, seed=1)
+    assert all(p.timing.device == "gpu" and p.max_abs_error < 1e-5 for p in sweep.points)
+
+
+def test_check_mode_guards_device_buffers(cp, rng):
+    fault = aotbench.Custom(FAULTS, None, np.float32, target="gpu", attrs={"mode": "ok", "extra": 0, "delta": 0.0})
+    x = device(cp, rng, 40)
+    report = fault.check(x, reference=lambda a: 2 * a)
+    assert report.ok, report
+    assert isinstance(report.outputs, cp.ndarray)
+    np.testing.assert_allclose(report.outputs.get(), 2 * x.get(), rtol=1e-6)
+    bad = fault.with_attrs(mode="past_end", extra=3).check(x)
+    assert any("wrote 12 bytes past the end" in p for p in bad.problems)
+    ws = fault.with_attrs(mode="ws_floats").check(x)
+    assert any("was it an element count" in p for p in ws.problems)
+    unwritten = fault.with_attrs(mode="unwritten")
+    unwritten.check_next_call = True  # what --check sets: the next call runs in check mode
+    with pytest.raises(aotbench.ContractViolation, match="never written"):
+        unwritten(x)
+    np.testing.assert_allclose(unwritten(x).get()[::3], 2 * x.get()[::3], rtol=1e-6)  # then plain calls
+
+
+def test_gpu_ops_refuse_isolation_and_cpu_sanitizers():
+    for options in ({"isolate": True}, {"sanitize": "address"}):
+        with pytest.raises(aotbench.ArgumentError, match="compute_sanitizer"):
+            aotbench.Custom(KERNEL, None, np.float32, target="gpu", attrs={"a": 1.0}, **options)
+
+
+def test_device_timing_says_when_the_host_sets_the_pace():
+    """The notes a device Timing carries, and how it prints (pure: no device, no stand-in)."""
+    from dataclasses import replace
+
+    from aotbench.gpu_timing import _notes
+
+    warm = aotbench.Timing((1000.0, 1100.0, 900.0, 1000.0, 1050.0), device="gpu", clock="cuda events",
+                           launch_overhead_ns=8000.0)
+    assert "the host sets the pace" in _notes(warm, 0.0)[0]
+    cold = replace(warm, flushed=True)
+    assert "launch gaps" in _notes(cold, 5000.0)[0] and _notes(cold, 20_000.0) == ()
+    assert _notes(replace(warm, graph=True), 0.0) == ()
+    text = str(replace(cold, notes=_notes(cold, 5000.0)))
+    assert "L2 flushed" in text and "device time from cuda events" in text and "host launch 8 us" in text
+    assert "note: the host takes 8.0 us" in text
