@@ -182,7 +182,7 @@ class _Device:
         mirrors = [self._cp.asarray(raw) for raw in out_raw + ws_raw]
         pointers = [a.data.ptr for a in arrays] + [m.data.ptr + GUARD_BEFORE for m in mirrors]
         self._gpu.enqueue(self._op, plan, pointers, self._cp.cuda.get_current_stream().ptr)
-        self._gpu.synchronize(self._op)
+        self._gpu.synchronize(self._op, self._cp)
         for raw, mirror in zip(out_raw + ws_raw, mirrors):
             raw[:] = mirror.get()
 

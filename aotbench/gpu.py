@@ -103,11 +103,10 @@ def launch_error(op: Op) -> CudaError | None:
     return cuda_error(op, error, (text.value or b"").decode(), when)
 
 
-def synchronize(op: Op) -> None:
+def synchronize(op: Op, cp: Any) -> None:
     """Wait for the whole device, not only the current stream: a kernel that ignores its ``stream`` argument and
     launches on the default stream is waited for too, so a call never returns before its work is done. A CUDA
     error raised there becomes this op's :class:`CudaError`."""
-    cp = require_gpu(op.name)
     try:
         cp.cuda.Device().synchronize()
     except cp.cuda.runtime.CUDARuntimeError as exc:
@@ -127,9 +126,7 @@ def device_workspace(cp: Any):
 
 def device_inputs(op: Op, cp: Any, args: tuple) -> tuple[tuple, tuple]:
     """(C-contiguous cupy arrays on the current device, call-attribute values) from a call's arguments."""
-    op._check_arity(args)
-    n_attr = len(op.spec.call_attrs)
-    arrays = args[:len(args) - n_attr] if n_attr else args
+    arrays, extras = op._arrays_and_extras(args)
     device = cp.cuda.Device().id
     converted, copied = [], []
     for i, a in enumerate(arrays):
@@ -155,7 +152,7 @@ def device_inputs(op: Op, cp: Any, args: tuple) -> tuple[tuple, tuple]:
             f"{op.name} is a gpu op: input(s) {', '.join(map(str, copied))} were numpy arrays and were copied to the "
             "GPU, as they will be on every call. Pass cupy arrays (cupy.asarray(x)) to keep the data on the "
             "device and time only the kernel. (Said once per op.)"), stacklevel=_caller_level())
-    return tuple(converted), tuple(args[len(arrays):])
+    return tuple(converted), extras
 
 
 def _caller_level() -> int:
@@ -213,7 +210,7 @@ def call(op: Op, args: tuple) -> Any:
     plan = device_plan(op, cp, arrays, extras)
     outs = device_outputs(op, cp, plan)
     enqueue(op, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs], cp.cuda.get_current_stream().ptr)
-    synchronize(op)
+    synchronize(op, cp)
     return outs[0] if plan.single else outs
 
 
@@ -239,7 +236,7 @@ class Launcher:
         enqueue(self._op, self.plan, self._pointers, self._cp.cuda.get_current_stream().ptr)
 
     def finish(self) -> None:
-        synchronize(self._op)
+        synchronize(self._op, self._cp)
 
     @property
     def result(self) -> Any:

@@ -234,6 +234,12 @@ class Op:
     def _typed_call_attrs(self, extras) -> list[TypedAttr]:
         return [typed(name, v) for name, v in zip(self._spec.call_attrs, extras)]
 
+    def _arrays_and_extras(self, args) -> tuple[tuple, tuple]:
+        """A call's arguments as (arrays, call-attribute values), as given; the count checked first."""
+        self._check_arity(args)
+        n_attr = len(self._spec.call_attrs)
+        return (tuple(args[:len(args) - n_attr]), tuple(args[len(args) - n_attr:])) if n_attr else (tuple(args), ())
+
     def _check_arity(self, args) -> None:
         """Refuse a call with the wrong number of arguments, when the registration says how many."""
         n_attr = len(self._spec.call_attrs)
@@ -244,9 +250,7 @@ class Op:
             raise ArgumentError(f"{self.name} takes {n} input array(s) ({names}){attrs}; got {len(args)} arguments")
 
     def _split(self, args) -> tuple[tuple, tuple]:
-        self._check_arity(args)
-        n_attr = len(self._spec.call_attrs)
-        arrays = args[:len(args) - n_attr] if n_attr else args
+        arrays, extras = self._arrays_and_extras(args)
         converted = []
         for i, a in enumerate(arrays):
             if not isinstance(a, np.ndarray) or not a.dtype.isnative:
@@ -256,7 +260,7 @@ class Op:
                 a = self._contiguous(a, i)
             dtype_string(a.dtype)  # refuses object, string, datetime ... arrays
             converted.append(a)
-        return tuple(converted), tuple(args[len(arrays):])
+        return tuple(converted), extras
 
     def _call_checked(self, args) -> Any:
         """The call ``--check`` asked for: check mode, raising ContractViolation on a problem."""
@@ -376,12 +380,9 @@ class Op:
         Only shapes and dtypes are read, so a gpu op's device arrays stay where they are (and no workspace is
         allocated on the device: this plan is the host's)."""
         if self._on_device:
-            self._check_arity(arrays)
-            n_attr = len(self._spec.call_attrs)
-            head = arrays[:len(arrays) - n_attr] if n_attr else arrays
+            head, extras = self._arrays_and_extras(arrays)
             converted = tuple(a if hasattr(a, "__cuda_array_interface__") else self._contiguous(a, i)
                               for i, a in enumerate(head))
-            extras = tuple(arrays[len(head):])
         else:
             converted, extras = self._split(arrays)
         plan = make_plan(self._spec, self._host, self.library, converted,
