@@ -15,6 +15,7 @@ import os
 import pickle
 import signal
 import sys
+import warnings
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -55,7 +56,9 @@ class Server:
 
         self._Op = Op
         self.spec = spec
-        self.library = load(Path(library), name)
+        with warnings.catch_warnings():  # the parent has said it already (a fast-math library, say)
+            warnings.simplefilter("ignore")
+            self.library = load(Path(library), name)
         self.host = Host(Path(host))
         self.concrete = concrete
         self.ops: dict = {}
@@ -94,6 +97,8 @@ class Server:
         return self.arena  # type: ignore[return-value]
 
     def call(self, request: bytes) -> bytes:
+        from .errors import ContractViolation
+        from .guard import GuardReport, run_guarded
         from .op import MAX_PLANS
         from .plan import make_plan
 
@@ -107,11 +112,9 @@ class Server:
         if call_attrs:
             key += tuple((t.kind, repr(t.value)) for t in call_attrs)
         plan = op._plans.get(key)
-        if plan is None:
+        first = plan is None
+        if first:
             plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs)
-            if len(op._plans) >= MAX_PLANS:
-                del op._plans[next(iter(op._plans))]
-            op._plans[key] = plan
         layout, at = [], out_start
         for shape, dtype in plan.outputs:
             dtype = np.dtype(dtype)
@@ -120,10 +123,24 @@ class Server:
         if at > size:
             return pickle.dumps(("grow", at), protocol=5)
         outs = tuple(np.ndarray(shape, dtype, buffer=mm, offset=off) for off, shape, dtype in layout)
-        code = op._host.call_buffers(plan.address, arrays, outs)
-        if code:
-            op._retry(code, plan, arrays, outs)  # converts what the buffer protocol refused, or raises
-        return pickle.dumps(("ok", layout), protocol=5)
+        findings: list[str] = []
+        if first and op.spec.guard:  # as Op's first call of a signature: guarded, and kept only if in bounds
+            run = run_guarded(op, plan, tuple(op._contiguous(a, i) for i, a in enumerate(arrays)))
+            if run.violations:
+                raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers),
+                                        guarded=True)
+            for out, guarded in zip(outs, run.outputs):
+                np.copyto(out, guarded)
+            findings = run.findings
+        else:
+            code = op._host.call_buffers(plan.address, arrays, outs)
+            if code:
+                op._retry(code, plan, arrays, outs)  # converts what the buffer protocol refused, or raises
+        if first:
+            if len(op._plans) >= MAX_PLANS:
+                del op._plans[next(iter(op._plans))]
+            op._plans[key] = plan
+        return pickle.dumps(("ok", (layout, findings)), protocol=5)
 
 
 def main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
            reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
            flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
            arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None,
-           sanitize: str | None = None) -> Op:
+           sanitize: str | None = None, guard: bool = True) -> Op:
     """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
@@ -35,16 +35,22 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
     (:mod:`aotbench.isolate`): a crash raises ``KernelCrashedError``, a call longer than ``timeout_s`` seconds
     ``KernelTimeoutError``, and the next call starts a fresh worker. ``sanitize="address"`` or ``"undefined"``
     runs a separate ASan/UBSan build in such a worker; the sanitizer's report raises ``SanitizerError``.
+    ``guard=True`` (the default) runs the first call of every new input signature on guarded, poisoned buffers
+    (:mod:`aotbench.guard`): a write outside them raises ``ContractViolation``, unwritten outputs or leaked
+    poison warn (``ContractWarning``); later calls of that signature take the fast path. ``guard=False`` turns it
+    off; a sanitized op has the sanitizer instead.
     """
     spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
-                     cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s, sanitize=sanitize)
+                     cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
+                     guard=guard)
     return _from_spec(spec, force=force)
 
 
 def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: str = "aot",
               reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
               flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None,
-              isolate: bool = False, timeout_s: float | None = None, sanitize: str | None = None) -> OpSpec:
+              isolate: bool = False, timeout_s: float | None = None, sanitize: str | None = None,
+              guard: bool = True) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
         raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
@@ -68,6 +74,8 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         isolate = True  # a sanitized library can only run in a worker started with its runtime preloaded
     if not isinstance(isolate, bool):
         raise ArgumentError(f"isolate must be True or False, got {isolate!r}")
+    if not isinstance(guard, bool):
+        raise ArgumentError(f"guard must be True or False, got {guard!r}")
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ArgumentError(f"timeout_s must be a positive number of seconds (or None), got {timeout_s!r}")
@@ -79,6 +87,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
         isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
+        guard=guard and sanitize is None,  # ASan/UBSan see the real buffers' bounds; guard zones would hide them
     )
 
 
@@ -93,13 +102,13 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
         return _make_op(spec, load(path.absolute(), name), host)
     artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch)
     try:
-        library = load(artifact.path, name)
+        library = load(artifact.path, name, artifact.command)
     except LoadError:
         # A cached library that no longer loads is rebuilt once; a fresh one that fails is the user's to fix.
         if artifact.cache_hit:
             build.invalidate(artifact)
             artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True, arch=spec.arch)
-            library = load(artifact.path, name)
+            library = load(artifact.path, name, artifact.command)
         else:
             raise
     return _make_op(spec, library, host, artifact, path.absolute())

@@ -7,6 +7,7 @@ carries structured fields, and says in its message what went wrong and how to fi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -192,6 +193,21 @@ class CudaError(KernelError):
         RuntimeError.__init__(self, msg)
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made inside aotbench that points the warning at the first
+    frame outside the package (the user's line)."""
+    package = __name__.rpartition(".")[0] + "."
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class FastMathWarning(UserWarning):
+    """A library's load changed the process's floating-point mode (crtfastmath.o, linked by ``-ffast-math`` or
+    ``-Ofast``): aotbench undid it and runs only the kernel's calls in that mode (said once per library)."""
+
+
 class HostCopyWarning(UserWarning):
     """A gpu op was given a host (numpy) array: it was copied to the device for this call (said once per op)."""
 
@@ -211,13 +227,27 @@ class WorkspaceError(AotbenchError, MemoryError):
 
 
 class ContractViolation(AotbenchError, RuntimeError):
-    """Check mode found the kernel breaking its contract (writing out of bounds, leaving outputs unwritten,
-    overrunning a workspace, producing poison or wrong values). ``report`` has the details."""
+    """The kernel broke its contract. Raised by check mode (``--check``: writing out of bounds, leaving outputs
+    unwritten, overrunning a workspace, producing poison or wrong values) and by the guarded first call of a
+    new input signature (``guarded``: only writes outside the kernel's buffers; no output is returned).
+    ``report`` has the details."""
 
-    def __init__(self, function: str, report):
+    def __init__(self, function: str, report, guarded: bool = False):
         self.function = function
         self.report = report
-        super().__init__(f"{function} broke its contract:\n" + "\n".join(f"  - {p}" for p in report.problems))
+        self.guarded = guarded
+        head = (f"{function} wrote outside its buffers on its first call with these input shapes (a guarded call, "
+                "so this process's memory is intact; the outputs are discarded):" if guarded
+                else f"{function} broke its contract:")
+        lines = [f"  - {p}" for p in report.problems] + [f"  - {w}" for w in getattr(report, "warnings", ())
+                                                         if guarded]
+        super().__init__("\n".join([head, *lines]))
+
+
+class ContractWarning(UserWarning):
+    """The guarded first call of a new input signature found the kernel leaving output elements unwritten,
+    letting poison reach its outputs, or writing past its workspace inside aotbench's padding: the call
+    returned, and its numbers are probably wrong."""
 
 
 class DeviceUnavailableError(AotbenchError, RuntimeError):

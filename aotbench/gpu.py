@@ -15,15 +15,15 @@ call that caused it, with the CUDA error's name and the kernel's.
 from __future__ import annotations
 
 import ctypes
-import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import guard
 from .devices import require_gpu
 from .dtypes import dtype_string
-from .errors import ArgumentError, CudaError, HostCopyWarning
+from .errors import ArgumentError, CudaError, HostCopyWarning, user_stacklevel
 from .nvcc import short_kernel_name
 from .plan import WORKSPACE_ALIGNMENT, Plan, make_plan
 
@@ -151,29 +151,36 @@ def device_inputs(op: Op, cp: Any, args: tuple) -> tuple[tuple, tuple]:
         warnings.warn(HostCopyWarning(
             f"{op.name} is a gpu op: input(s) {', '.join(map(str, copied))} were numpy arrays and were copied to the "
             "GPU, as they will be on every call. Pass cupy arrays (cupy.asarray(x)) to keep the data on the "
-            "device and time only the kernel. (Said once per op.)"), stacklevel=_caller_level())
+            "device and time only the kernel. (Said once per op.)"), stacklevel=user_stacklevel())
     return tuple(converted), extras
 
 
-def _caller_level() -> int:
-    """The ``stacklevel`` that points a warning at the first frame outside aotbench (the user's call)."""
-    package = __name__.rpartition(".")[0] + "."
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def device_plan(op: Op, cp: Any, arrays: tuple, extras: tuple) -> Plan:
-    """The op's plan for these device arrays on the current device (made once, then reused)."""
+def _plan_key(op: Op, cp: Any, arrays: tuple, extras: tuple) -> tuple[tuple, list]:
+    """The plan cache key of a device call (device id, shapes, dtypes, call-attribute values), and the typed
+    call attributes."""
     call_attrs = op._typed_call_attrs(extras)
     key: tuple = ("gpu", cp.cuda.Device().id, *[(a.shape, a.dtype) for a in arrays])
     if call_attrs:
         key += tuple((t.kind, repr(t.value)) for t in call_attrs)
+    return key, call_attrs
+
+
+def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
+    plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs,
+                     allocate_workspace=device_workspace(cp))
+    # A device call never takes the host's fast path (which holds the record's set while F runs): every call
+    # checks a set out until its stream is done, so the plan's own set is the first one in the pool.
+    if plan.own_workspaces is not None:
+        plan.checkin(plan.own_workspaces)
+    return plan
+
+
+def device_plan(op: Op, cp: Any, arrays: tuple, extras: tuple) -> Plan:
+    """The op's plan for these device arrays on the current device (made once, then reused)."""
+    key, call_attrs = _plan_key(op, cp, arrays, extras)
     plan = op._plans.get(key)
     if plan is None:
-        plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs,
-                         allocate_workspace=device_workspace(cp))
+        plan = _new_plan(op, cp, arrays, call_attrs)
         op._remember_plan(key, plan)
     return plan
 
@@ -187,16 +194,11 @@ def device_outputs(op: Op, cp: Any, plan: Plan) -> tuple:
 
 
 def enqueue(op: Op, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
-    """Run the kernel's main function with these device pointers (inputs, outputs, then the plan's workspaces
-    unless given) on the stream ``stream_ptr``; raise its error code or the launch error it left."""
-    with op._lock:
-        record = plan.record
-        params = record.params
-        for i, p in enumerate(pointers):
-            params[i] = p
-        record.stream = stream_ptr or None
-        code = op._host.call_kernel(plan.address)
-        error = launch_error(op)  # same thread, right after the launch: the runtime's last error is per thread
+    """Run the kernel's main function with these device pointers (inputs, outputs, then workspaces: a set the
+    caller holds until the stream is done with it) on the stream ``stream_ptr``; raise its error code or the
+    launch error it left."""
+    code = op._call_pointers(plan, pointers, stream_ptr or None)
+    error = launch_error(op)  # same thread, right after the launch: the runtime's last error is per thread
     if error is not None:
         raise error
     if code:
@@ -204,13 +206,30 @@ def enqueue(op: Op, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
 
 
 def call(op: Op, args: tuple) -> Any:
-    """``op(*args)`` for a gpu op: run on the current stream, synchronize, return cupy output(s)."""
+    """``op(*args)`` for a gpu op: run on the current stream, synchronize, return cupy output(s).
+
+    The first call of a new signature runs guarded (:func:`aotbench.guard.first_call`, on device mirrors of
+    fenced, poisoned buffers) unless the op has ``guard=False``; the plan is kept once it passed.
+    """
     cp = require_gpu(op.name)
     arrays, extras = device_inputs(op, cp, args)
-    plan = device_plan(op, cp, arrays, extras)
+    key, call_attrs = _plan_key(op, cp, arrays, extras)
+    plan = op._plans.get(key)
+    if plan is None:
+        plan = _new_plan(op, cp, arrays, call_attrs)
+        if op.spec.guard:
+            outs = guard.first_call(op, plan, arrays, guard.Device(op))
+            op._remember_plan(key, plan)
+            return outs
+        op._remember_plan(key, plan)
     outs = device_outputs(op, cp, plan)
-    enqueue(op, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs], cp.cuda.get_current_stream().ptr)
-    synchronize(op, cp)
+    workspaces = plan.checkout()  # this call's own scratch memory, held until the device is done with it
+    try:
+        enqueue(op, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs] + workspaces.pointers,
+                cp.cuda.get_current_stream().ptr)
+        synchronize(op, cp)
+    finally:
+        plan.checkin(workspaces)
     return outs[0] if plan.single else outs
 
 
@@ -229,7 +248,9 @@ class Launcher:
         self.inputs, extras = device_inputs(op, cp, args)
         self.plan = device_plan(op, cp, self.inputs, extras)
         self.outputs = device_outputs(op, cp, self.plan)
-        self._pointers = [a.data.ptr for a in self.inputs] + [o.data.ptr for o in self.outputs]
+        self.workspaces = self.plan.checkout()  # its own for as long as it lives (graphs replay the same pointers)
+        self._pointers = [a.data.ptr for a in self.inputs] + [o.data.ptr for o in self.outputs] + \
+            self.workspaces.pointers
         self.nbytes = sum(a.nbytes for a in self.inputs) + sum(o.nbytes for o in self.outputs)
 
     def __call__(self) -> None:

@@ -16,8 +16,8 @@ from .attrs import AttrKind, TypedAttr
 from .cache import default_cache_dir
 from .errors import AotbenchError, AttrError, KernelError
 
-OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER = range(6)
-HOST_VERSION = 2
+OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER, BUSY = range(7)
+HOST_VERSION = 3
 MAX_PARAMS = 64
 
 _c_void_p, _c_int, _c_int64, _c_size_t = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
@@ -29,9 +29,10 @@ class CallRecord(ctypes.Structure):
 
     _fields_ = [
         ("fn", _c_void_p), ("nparam", ctypes.c_int32), ("n_in", ctypes.c_int32), ("n_out", ctypes.c_int32),
-        ("reserved", ctypes.c_int32), ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
+        ("busy", ctypes.c_int32), ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
         ("shapes", ctypes.POINTER(_p_int64)), ("dtypes", ctypes.POINTER(ctypes.c_char_p)),
         ("stream", _c_void_p), ("extra", _c_void_p), ("nbytes", _p_int64),
+        ("fp_set", ctypes.c_uint32), ("fp_clear", ctypes.c_uint32),
     ]
 
 
@@ -52,7 +53,7 @@ _SIGNATURES = {
     "aotb_extra_set_int_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
     "aotb_extra_set_float_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
     "aotb_extra_set_empty_list": ([_c_void_p, ctypes.c_char_p], None),
-    "aotb_call_kernel": ([_c_void_p], _c_int),
+    "aotb_call_params": ([_c_void_p, _c_void_p, _c_void_p], _c_int),
     "aotb_call_init": ([_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, ctypes.POINTER(ctypes.c_int32)],
                        _c_int),
     "aotb_call_infer": ([_c_void_p, _c_int, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int64,
@@ -103,13 +104,20 @@ class Host:
             raise AotbenchError(f"native host {path} does not match this aotbench; delete it to rebuild")
         lib.aotb_set_python_api(*[ctypes.cast(getattr(ctypes.pythonapi, f), _c_void_p) for f in _PYTHON_API])
         self.lib = lib
-        #: ``call_kernel(address_of_CallRecord) -> outcome``: F on the pointers already in the record.
-        self.call_kernel = lib.aotb_call_kernel
+        #: ``call_params(address_of_CallRecord, params, stream) -> outcome``: F on a complete params array of the
+        #: caller's (inputs, outputs, workspaces), on ``stream`` (None on the cpu).
+        self.call_params = lib.aotb_call_params
+        pylib = ctypes.PyDLL(str(path))
         #: The hot path, ``call_buffers(address_of_CallRecord, inputs, outputs) -> outcome``: keeps the GIL
-        #: while it reads the arrays' buffers, releases it around F.
-        self.call_buffers = ctypes.PyDLL(str(path)).aotb_call_buffers
+        #: while it reads the arrays' buffers, releases it around F; ``BUSY`` when another call holds the plan's
+        #: workspaces.
+        self.call_buffers = pylib.aotb_call_buffers
         self.call_buffers.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object]
         self.call_buffers.restype = _c_int
+        #: ``call_buffers_with(address, inputs, outputs, workspace_pointers)``: the same on workspaces of one's own.
+        self.call_buffers_with = pylib.aotb_call_buffers_with
+        self.call_buffers_with.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object, _c_void_p]
+        self.call_buffers_with.restype = _c_int
 
     # -- extras ---------------------------------------------------------------------------------------
     def new_extra(self, attrs: list[TypedAttr]) -> int:

@@ -42,6 +42,7 @@ import numpy as np
 from . import build, rules, sanitize
 from .dtypes import dtype_string
 from .errors import ArgumentError, KernelCrashedError, KernelTimeoutError
+from .guard import warn_findings
 from .op import Op
 
 ALIGN = 64
@@ -50,6 +51,15 @@ START_TIMEOUT_S = 120.0  # importing numpy and aotbench in a fresh interpreter, 
 SHM_PREFIX = "aotb_"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _names = itertools.count()
+_CHANNELS: weakref.WeakSet = weakref.WeakSet()  # every live channel, for the fork handler below
+
+
+def _forget_channels_after_fork() -> None:
+    for channel in list(_CHANNELS):
+        channel.forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_forget_channels_after_fork)
 
 
 def _align(n: int) -> int:
@@ -131,11 +141,20 @@ class _Worker:
         self.kill()
         self.log.close()
 
+    def abandon(self) -> None:
+        """In a forked child: close this process's copies of the pipes and log, leave the process alone."""
+        for conn in (self.requests, self.replies):
+            conn.close()
+        self.log.close()
+        self.proc.returncode = 0  # not our child: Popen must never wait for or signal it from here
+
 
 class _Channel:
     """What an isolated op's calls go through: the (lazily started) worker and the shared-memory arena.
 
-    Held apart from the op so that ``weakref.finalize`` can release both when the op dies.
+    Held apart from the op so that ``weakref.finalize`` can release both when the op dies. After ``os.fork()``
+    the child's copy forgets both (they are the parent's: its pipes and arena must not be shared) and starts a
+    worker of its own on its next call.
     """
 
     def __init__(self, setup: bytes, env: dict | None = None):
@@ -144,6 +163,20 @@ class _Channel:
         self.worker: _Worker | None = None
         self.arena: SharedMemory | None = None
         self.lock = threading.Lock()
+        _CHANNELS.add(self)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's worker and arena without touching them, and take a fresh lock."""
+        self.lock = threading.Lock()
+        worker, self.worker = self.worker, None
+        arena, self.arena = self.arena, None
+        if worker is not None:
+            worker.abandon()
+        if arena is not None:
+            try:
+                arena.close()  # only this process's mapping; the name stays the parent's to unlink
+            except BufferError:
+                pass
 
     def reset(self, setup: bytes | None = None, env: dict | None = None) -> None:
         """Stop the worker (the next call starts one) and free the arena."""
@@ -219,12 +252,13 @@ class _Channel:
             self._forward_output(worker)
             if kind == "error":
                 raise rebuild_exception(*payload) from None
+            layout, findings = payload
             buf = arena.buf
             try:
-                outs = [np.ndarray(shape, dtype, buffer=buf, offset=off).copy() for off, shape, dtype in payload]
+                outs = [np.ndarray(shape, dtype, buffer=buf, offset=off).copy() for off, shape, dtype in layout]
             finally:
                 del buf
-        return outs
+        return outs, findings
 
     def _roundtrip(self, worker: _Worker, request: bytes, function: str, timeout_s: float | None):
         try:
@@ -342,11 +376,13 @@ class IsolatedOp(Op):
                                          tuple(dtype_string(a.dtype) for a in arrays))
             override = (tuple(shapes), tuple(dtypes)) if spec.n_outputs > 1 else (shapes[0], dtypes[0])
         try:
-            outs = self._channel.call(self.name, arrays, tuple(extras), override, spec.timeout_s)
+            outs, findings = self._channel.call(self.name, arrays, tuple(extras), override, spec.timeout_s)
         except KernelCrashedError as crash:
             if spec.sanitize and ("Sanitizer" in crash.stderr or "runtime error:" in crash.stderr):
                 raise sanitize.SanitizerError(crash, spec.sanitize, self._cell_sources()) from None
             raise
+        if findings:  # what the worker's guarded first call of this signature found
+            warn_findings(self.name, [tuple(a.shape) for a in arrays], findings)
         return outs[0] if spec.n_outputs == 1 else tuple(outs)
 
     def _cell_sources(self) -> dict[str, str]:

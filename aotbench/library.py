@@ -5,11 +5,18 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import elf
-from .errors import AbiMismatchError, ArgumentError, LoadError, SymbolNotFoundError
+from . import elf, fpenv
+from .errors import AbiMismatchError, ArgumentError, FastMathWarning, LoadError, SymbolNotFoundError, user_stacklevel
+
+_FAST_MATH_FLAGS = ("-ffast-math", "-Ofast", "-funsafe-math-optimizations", "-ffp-contract=fast")
+# Per library path: what loading it did to the floating-point control register (dlopen runs a library's
+# constructors only the first time, so a second load cannot see it again), and whether the user was told.
+_FP_CHANGES: dict[str, fpenv.Change] = {}
 
 _FUNC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -26,6 +33,8 @@ class KernelLibrary:
     init: int
     infer_shape: int
     cuda_probe: int = 0
+    fp_set: int = 0  # floating-point control bits its load turned on (a -ffast-math build's FTZ/DAZ), set around F
+    fp_clear: int = 0  # and turned off
 
 
 def check_function_name(name: str) -> str:
@@ -35,8 +44,12 @@ def check_function_name(name: str) -> str:
     return name
 
 
-def load(path: Path, name: str) -> KernelLibrary:
-    """Load ``path`` and resolve ``name`` (plus ``nameInit`` / ``nameInferShape`` when exported)."""
+def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary:
+    """Load ``path`` and resolve ``name`` (plus ``nameInit`` / ``nameInferShape`` when exported).
+
+    ``built_with`` is the command that built it, if known (to name a fast-math flag when its load changes the
+    floating-point mode: see :func:`_open`).
+    """
     try:
         image = Path(path).read_bytes()
     except OSError as exc:
@@ -45,10 +58,7 @@ def load(path: Path, name: str) -> KernelLibrary:
     foreign = elf.new_string_abi_symbols(symbols)
     if foreign:
         raise AbiMismatchError(str(path), foreign)
-    try:
-        handle = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    except OSError as exc:
-        raise LoadError(str(path), str(exc), _load_hint(str(exc))) from exc
+    handle, change = _open(Path(path), built_with)
 
     def address(symbol: str) -> int:
         try:
@@ -61,7 +71,34 @@ def load(path: Path, name: str) -> KernelLibrary:
         raise SymbolNotFoundError(str(path), name, elf.exported_c_functions(symbols),
                                   elf.mangled_matches(symbols, name))
     return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
-                         address("aotb_cuda_last_error"))
+                         address("aotb_cuda_last_error"), change.set, change.clear)
+
+
+def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Change]:
+    """``dlopen`` the library, leaving this thread's floating-point environment as it was.
+
+    A library linked with crtfastmath.o switches flush-to-zero and denormals-are-zero on for the process in a
+    constructor; that is undone here, remembered per path (the kernel's calls then run under it, switched in the
+    host around F), and said once per library with a :class:`~aotbench.errors.FastMathWarning`.
+    """
+    key = str(path.resolve())
+    changes: list[fpenv.Change] = []
+    try:
+        with fpenv.preserved(changes):
+            handle = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        raise LoadError(str(path), str(exc), _load_hint(str(exc))) from exc
+    if changes and changes[0]:
+        _FP_CHANGES[key] = changes[0]
+        flags = [f for f in built_with if f in _FAST_MATH_FLAGS or f.startswith("-Ofast")]
+        named = " ".join(dict.fromkeys(flags)) or "-ffast-math, -Ofast or -funsafe-math-optimizations"
+        warnings.warn(FastMathWarning(
+            f"{path.name} was built with {named}, so GCC linked crtfastmath.o into it, whose start-up code turns on "
+            f"{changes[0].describe()} for the whole process when the library is loaded (numpy would then compute "
+            "np.float32(1e-39) * 1 as 0). aotbench restored this process's floating-point mode; the kernel's main "
+            "function runs with that mode on, as it was built for (its Init and InferShape do not). Drop the flag "
+            "to compute with denormals. (Said once per library.)"), stacklevel=user_stacklevel())
+    return handle, _FP_CHANGES.get(key, fpenv.Change())
 
 
 def _load_hint(reason: str) -> str:

@@ -60,6 +60,8 @@ class AotMagics(Magics):
               "default: the detected GPU's, or the documented targets plus PTX")
     @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
               "a contract violation raises ContractViolation with the report")
+    @argument("--no-guard", action="store_true", help="do not guard the first call of each new input signature "
+              "(by default it runs on fenced, poisoned buffers: an out-of-bounds write raises ContractViolation)")
     @argument("--sanitize", choices=["address", "undefined"], help="run a separate ASan or UBSan build, isolated; "
               "its report raises SanitizerError pointing at the cell line")
     @argument("--isolate", action="store_true", help="run every call in a worker process: a crash (SIGSEGV ...) "
@@ -90,7 +92,7 @@ class AotMagics(Magics):
                         target=args.target, flags=flags, force=args.force,
                         arch=unquote(args.arch) if args.arch else None,
                         isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s,
-                        sanitize=args.sanitize)
+                        sanitize=args.sanitize, guard=not args.no_guard)
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
             previous = self.shell.user_ns.get(name)

@@ -7,7 +7,9 @@ repeated call only allocates the outputs and makes one ctypes call.
 
 from __future__ import annotations
 
+import ctypes
 import numbers
+import os
 import threading
 import weakref
 from dataclasses import replace
@@ -16,17 +18,28 @@ from typing import Any
 
 import numpy as np
 
-from . import rules
+from . import guard, rules
 from .attrs import TypedAttr, describe, typed
 from .build import Artifact
 from .dtypes import dtype_string
 from .errors import ArgumentError, ContractViolation, ShapeError
-from .host import BAD_BUFFER, Host
+from .host import BAD_BUFFER, BUSY, Host
 from .library import KernelLibrary
 from .plan import Plan, call_infer_shape, make_plan, workspace_allocation
 from .spec import OpSpec
 
 MAX_PLANS = 64
+# Every op alive in this process, so that a child made by os.fork() gets fresh locks (a lock held by another
+# thread at the moment of the fork would otherwise stay held in the child for ever).
+_LIVE_OPS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for op in list(_LIVE_OPS):
+        op._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_dim(d: object) -> bool:
@@ -49,6 +62,7 @@ class Op:
         # a call still running keeps its own plan alive.
         self._finalizer = weakref.finalize(self, self._plans.clear)
         self._install(library, artifact, source)
+        _LIVE_OPS.add(self)
 
     def _install(self, library: KernelLibrary, artifact: Artifact | None, source: Path | None) -> None:
         spec = self._spec
@@ -199,26 +213,39 @@ class Op:
         return self._retry(code, plan, arrays, outs)
 
     def _retry(self, code: int, plan: Plan, arrays: tuple, outs: tuple) -> Any:
-        """After a failed fast call: convert arguments the buffer protocol refused, or raise the error."""
-        if code != BAD_BUFFER:
-            self._host.raise_for(code, self.name, 0, plan.attrs)
-        converted = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
-        code = self._host.call_buffers(plan.address, converted, outs)
+        """After a fast call that did not run F: another call held the plan's workspaces (run on a set of this
+        call's own), or the buffer protocol refused an argument (convert it); or raise the kernel's error."""
+        if code == BUSY:
+            code = self._call_own_workspaces(plan, arrays, outs)
         if code == BAD_BUFFER:
-            # e.g. dtypes numpy cannot export as buffers
-            code = self._call_pointers(plan, [a.ctypes.data for a in converted + outs])
+            arrays = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
+            code = self._call_own_workspaces(plan, arrays, outs)
+            if code == BAD_BUFFER:  # e.g. dtypes numpy cannot export as buffers
+                code = self._call_pointers(plan, [a.ctypes.data for a in arrays + outs])
         if code:
             self._host.raise_for(code, self.name, 0, plan.attrs)
         return outs[0] if plan.single else outs
 
-    def _call_pointers(self, plan: Plan, pointers: list[int]) -> int:
-        """Slow but universal: write raw data pointers into the first params of the plan's record (under the
-        op's lock) and call the kernel; the outcome code."""
-        with self._lock:
-            params = plan.record.params
-            for i, p in enumerate(pointers):
-                params[i] = p
-            return self._host.call_kernel(plan.address)
+    def _call_own_workspaces(self, plan: Plan, arrays: tuple, outs: tuple) -> int:
+        """The buffer call on a workspace set checked out for this call alone; the outcome code."""
+        workspaces = plan.checkout()
+        try:
+            return self._host.call_buffers_with(plan.address, arrays, outs, workspaces.address)
+        finally:
+            plan.checkin(workspaces)
+
+    def _call_pointers(self, plan: Plan, pointers: list[int], stream: int | None = None) -> int:
+        """Slow but universal: F on raw data pointers (inputs, outputs, then the workspaces — given, as check
+        mode's guarded ones, or else checked out for this call) on ``stream``; the outcome code."""
+        workspaces = plan.checkout() if len(pointers) < plan.record.nparam else None
+        if workspaces is not None:
+            pointers = [*pointers, *workspaces.pointers]
+        params = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
+        try:
+            return self._host.call_params(plan.address, params, stream)
+        finally:
+            if workspaces is not None:
+                plan.checkin(workspaces)
 
     @staticmethod
     def _contiguous(a, index: int) -> np.ndarray:
@@ -292,10 +319,16 @@ class Op:
         if call_attrs:  # by repr: 0.0 and -0.0 differ, and NaN equals itself
             key += tuple((t.kind, repr(t.value)) for t in call_attrs)
         plan = self._plans.get(key)
-        if plan is None:
-            plan = make_plan(self._spec, self._host, self.library, arrays, self._attr_list + call_attrs)
+        if plan is not None:
+            return self._invoke(plan, arrays)
+        plan = make_plan(self._spec, self._host, self.library, arrays, self._attr_list + call_attrs)
+        if not self._spec.guard:
             self._remember_plan(key, plan)
-        return self._invoke(plan, arrays)
+            return self._invoke(plan, arrays)
+        # The first call of a signature runs guarded; the fast path is for a kernel that stayed in bounds.
+        outputs = guard.first_call(self, plan, tuple(self._contiguous(a, i) for i, a in enumerate(arrays)))
+        self._remember_plan(key, plan)
+        return outputs
 
     def infer_shape(self, *shapes: Any):
         """Run only the shape rule: ``None`` for an unknown dim or an unknown rank, as InferShape's -1/-2.

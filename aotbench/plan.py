@@ -38,14 +38,49 @@ def workspace_allocation(requested: int) -> int:
     return -(-padded // 512) * 512
 
 
-class Plan:
-    """A prepared call for one input signature."""
+class WorkspaceSet:
+    """The scratch memory of one running call: a buffer per workspace and the array of their pointers the host
+    reads (``address``). A plan's own set is the one in its record; others are checked out per call."""
 
-    __slots__ = ("__weakref__", "address", "attrs", "dtype0", "extra", "keepalive", "n_in", "outputs", "record",
-                 "shape0", "single", "workspaces")
+    __slots__ = ("address", "owners", "pointer_array", "pointers")
+
+    def __init__(self, owners: list, pointers: list[int]):
+        self.owners = owners  # what keeps the memory alive (numpy arrays, device allocations)
+        self.pointers = pointers
+        self.pointer_array = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
+        self.address = ctypes.addressof(self.pointer_array)
+
+
+def allocate_workspaces(name: str, sizes: list[tuple[int, int]],
+                        allocate: Callable[[int], tuple[object, int]]) -> WorkspaceSet:
+    """One set of workspaces of the allocated sizes in ``sizes`` ((requested, allocated) bytes each)."""
+    owners, pointers = [], []
+    for k, (requested, allocated) in enumerate(sizes):
+        try:
+            owner, pointer = allocate(allocated)
+        except (MemoryError, ValueError) as exc:  # a device allocator raises MemoryError subclasses too
+            raise WorkspaceError(f"{name}Init", k, requested) from exc
+        owners.append(owner)
+        pointers.append(pointer)
+    return WorkspaceSet(owners, pointers)
+
+
+class Plan:
+    """A prepared call for one input signature.
+
+    Calls of one plan may run at the same time (threads): inputs and outputs are per call, and so is scratch
+    memory. The fast path runs on the plan's own workspaces, which the host lets one call hold at a time; any
+    other call takes a set from :meth:`checkout` and gives it back with :meth:`checkin` (a pool that grows to
+    the number of calls that ever ran at once).
+    """
+
+    __slots__ = ("__weakref__", "_allocate", "_name", "_spares", "address", "attrs", "dtype0", "extra", "keepalive",
+                 "n_in", "outputs", "own_workspaces", "record", "shape0", "single", "workspaces")
 
     def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
-                 keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr]):
+                 keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr],
+                 own_workspaces: WorkspaceSet | None = None, name: str = "",
+                 allocate: Callable[[int], tuple[object, int]] | None = None):
         self.record = record
         self.address = ctypes.addressof(record)
         self.n_in = n_in
@@ -56,8 +91,23 @@ class Plan:
         self.extra = extra
         self.workspaces = workspaces  # (requested bytes, allocated bytes) per workspace
         self.attrs = attrs  # every attribute the extra holds, call attributes included (for error messages)
+        self.own_workspaces = own_workspaces  # the set in the record, which the host's fast path uses
+        self._name = name
+        self._allocate = allocate or host_workspace
+        self._spares: list[WorkspaceSet] = []
         # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
         weakref.finalize(self, host.free_extra, extra)
+
+    def checkout(self) -> WorkspaceSet:
+        """A set of workspaces no other running call uses (from the pool, or newly allocated)."""
+        try:
+            return self._spares.pop()  # atomic under the GIL, as is append
+        except IndexError:
+            return allocate_workspaces(self._name, self.workspaces, self._allocate)
+
+    def checkin(self, workspaces: WorkspaceSet) -> None:
+        """Give back a set from :meth:`checkout` once its call has finished with it."""
+        self._spares.append(workspaces)
 
 
 def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
@@ -112,16 +162,8 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
             keepalive.append(init_arrays)
             host.call_init(lib.init, *init_arrays[:3], extra, function=f"{name}Init", attrs=attrs)
         requested = host.workspace_sizes(extra)
-        workspaces, ws_ptrs = [], []
-        for k, size in enumerate(requested):
-            allocated = workspace_allocation(size)
-            try:
-                owner, pointer = allocate_workspace(allocated)
-            except (MemoryError, ValueError) as exc:  # a device allocator raises MemoryError subclasses too
-                raise WorkspaceError(f"{name}Init", k, size) from exc
-            keepalive.append(owner)
-            ws_ptrs.append(pointer)
-            workspaces.append((size, allocated))
+        workspaces = [(size, workspace_allocation(size)) for size in requested]
+        own = allocate_workspaces(name, workspaces, allocate_workspace)  # the fast path's set, in the record
         nparam = len(shapes) + len(requested)
         if nparam > MAX_PARAMS:
             raise ArgumentError(f"{name} would get {nparam} params; at most {MAX_PARAMS} are supported")
@@ -129,7 +171,7 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
         ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
             shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
         params = (ctypes.c_void_p * max(nparam, 1))()
-        params[len(shapes):nparam] = ws_ptrs
+        params[len(shapes):nparam] = own.pointers
         nbytes = (ctypes.c_int64 * max(len(shapes), 1))(
             *[int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(shapes, in_dtypes + out_dtypes)])
         record = CallRecord(fn=lib.kernel, nparam=nparam, n_in=len(arrays), n_out=len(out_shapes),
@@ -137,10 +179,11 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
                             ndims=ctypes.cast(ndims, ctypes.POINTER(ctypes.c_int)),
                             shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
                             dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
-                            stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64))
+                            stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64),
+                            fp_set=lib.fp_set, fp_clear=lib.fp_clear)
         keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims]
         plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
-                    attrs)
+                    attrs, own, name, allocate_workspace)
     except BaseException:
         host.free_extra(extra)
         raise

@@ -28,3 +28,4 @@ class OpSpec:
     isolate: bool = False  # run calls in a worker process (aotbench.isolate)
     timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds
     sanitize: str | None = None  # "address" or "undefined": the worker runs a sanitizer build (implies isolate)
+    guard: bool = True  # the first call of every new input signature runs on guarded buffers (aotbench.guard)

@@ -17,13 +17,17 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include "custom_aot_extra.h"
 
 #define AOTB_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-constexpr int kHostVersion = 2;
+constexpr int kHostVersion = 3;
 
 // Call outcome codes (mirrored in aotbench/host.py).
 enum Outcome { AOTB_OK = 0, AOTB_STATUS = 1, AOTB_EXCEPTION = 2, AOTB_ATTR_ERROR = 3, AOTB_TOO_SMALL = 4 };
@@ -141,14 +145,16 @@ struct AotbCall {
   int32_t nparam;
   int32_t n_in;             // inputs, then n_out outputs, then workspaces in params
   int32_t n_out;
-  int32_t reserved;
-  void **params;            // workspace entries filled in; input/output slots are scratch for aotb_call_kernel
+  int32_t busy;             // 1 while a call runs on the workspaces in params (taken and released atomically)
+  void **params;            // workspace entries filled in; input/output slots are unused
   int *ndims;
   int64_t **shapes;
   const char **dtypes;
   void *stream;
   void *extra;
   const int64_t *nbytes;    // expected byte size of each input and output buffer
+  uint32_t fp_set;          // floating-point control bits turned on around F (a -ffast-math build's FTZ/DAZ)
+  uint32_t fp_clear;        // and bits turned off; both 0 for an ordinary library
 };
 
 namespace {
@@ -181,7 +187,36 @@ PythonApi g_py = {};
 constexpr int kBufferC = 0x0038;          // PyBUF_C_CONTIGUOUS
 constexpr int kBufferCWritable = 0x0039;  // PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
 constexpr int AOTB_BAD_BUFFER = 5;        // an argument is not a C-contiguous buffer of the expected size
+constexpr int AOTB_BUSY = 6;              // another call is using the plan's workspaces: pass a set of your own
 constexpr int kMaxParams = 64;
+
+// The thread's floating-point control register (MXCSR on x86-64, FPCR on AArch64): what a library linked with
+// crtfastmath.o changes at load time. aotbench restores it after loading and switches it only around F.
+#if defined(__x86_64__) || defined(__i386__)
+uint32_t GetFpControl() { return _mm_getcsr(); }
+void SetFpControl(uint32_t v) { _mm_setcsr(v); }
+#elif defined(__aarch64__)
+uint32_t GetFpControl() { return static_cast<uint32_t>(__builtin_aarch64_get_fpcr()); }
+void SetFpControl(uint32_t v) { __builtin_aarch64_set_fpcr(v); }
+#else
+uint32_t GetFpControl() { return 0; }
+void SetFpControl(uint32_t) {}
+#endif
+
+// Calls F under the floating-point mode its library was built for, and gives the thread's mode back after.
+int RunKernel(const AotbCall *c, void **params, void *stream) {
+  const bool switch_fp = (c->fp_set | c->fp_clear) != 0;
+  const uint32_t saved = switch_fp ? GetFpControl() : 0;
+  if (switch_fp) SetFpControl((saved | c->fp_set) & ~c->fp_clear);
+  int outcome = Guarded([&] {
+    int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, params, c->ndims, c->shapes, c->dtypes, stream,
+                                                   c->extra);
+    g_error.status = status;
+    return status == 0 ? AOTB_OK : AOTB_STATUS;
+  });
+  if (switch_fp) SetFpControl(saved);
+  return outcome;
+}
 
 }  // namespace
 
@@ -249,28 +284,20 @@ AOTB_EXPORT void aotb_set_python_api(void *get_buffer, void *release_buffer, voi
   g_py.restore_thread = reinterpret_cast<void (*)(void *)>(restore_thread);
 }
 
-// Calls F with the params of `c`, as prepared (the caller has written every data pointer).
-AOTB_EXPORT int aotb_call_kernel(AotbCall *c) {
-  return Guarded([&] {
-    int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, c->params, c->ndims, c->shapes, c->dtypes, c->stream,
-                                                   c->extra);
-    g_error.status = status;
-    return status == 0 ? AOTB_OK : AOTB_STATUS;
-  });
-}
+// Calls F with a complete params array of the caller's (inputs, outputs, workspaces) on `stream`: the
+// universal path (check mode, guarded calls, arrays the buffer protocol refuses, device pointers).
+AOTB_EXPORT int aotb_call_params(AotbCall *c, void **params, void *stream) { return RunKernel(c, params, stream); }
 
-// The hot path, called with the GIL held (ctypes.PyDLL): takes the data pointers of the `inputs` and
-// `outputs` tuples through the buffer protocol into a params array of its own (so concurrent calls of one
-// plan cannot interfere), releases the GIL, calls F, and returns an outcome code. AOTB_BAD_BUFFER (no
-// Python error left set) asks the caller to convert its arguments and try again.
-AOTB_EXPORT int aotb_call_buffers(AotbCall *c, void *inputs, void *outputs) {
-  if (c->nparam > kMaxParams || g_py.tuple_size(inputs) != c->n_in || g_py.tuple_size(outputs) != c->n_out) {
-    return AOTB_BAD_BUFFER;
-  }
+namespace {
+
+// Reads the data pointers of the `inputs` and `outputs` tuples through the buffer protocol into a params array
+// of its own, copies the workspace pointers from `workspaces`, releases the GIL, calls F, and returns an outcome
+// code. AOTB_BAD_BUFFER (no Python error left set) asks the caller to convert its arguments and try again.
+int CallBuffers(AotbCall *c, void *inputs, void *outputs, void *const *workspaces) {
   void *params[kMaxParams];
   PyBufferView views[kMaxParams];
   const int n_buffers = c->n_in + c->n_out;
-  for (int k = n_buffers; k < c->nparam; ++k) params[k] = c->params[k];
+  for (int k = n_buffers; k < c->nparam; ++k) params[k] = workspaces[k - n_buffers];
   int taken = 0;
   for (; taken < n_buffers; ++taken) {
     const bool is_input = taken < c->n_in;
@@ -288,16 +315,35 @@ AOTB_EXPORT int aotb_call_buffers(AotbCall *c, void *inputs, void *outputs) {
   int outcome = AOTB_BAD_BUFFER;
   if (taken == n_buffers) {
     void *thread_state = g_py.save_thread();
-    outcome = Guarded([&] {
-      int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, params, c->ndims, c->shapes, c->dtypes, c->stream,
-                                                     c->extra);
-      g_error.status = status;
-      return status == 0 ? AOTB_OK : AOTB_STATUS;
-    });
+    outcome = RunKernel(c, params, c->stream);
     g_py.restore_thread(thread_state);
   }
   for (int k = 0; k < taken; ++k) g_py.release_buffer(&views[k]);
   return outcome;
+}
+
+bool BadShape(const AotbCall *c, void *inputs, void *outputs) {
+  return c->nparam > kMaxParams || g_py.tuple_size(inputs) != c->n_in || g_py.tuple_size(outputs) != c->n_out;
+}
+
+}  // namespace
+
+// The hot path, called with the GIL held (ctypes.PyDLL), on the plan's own workspaces. Concurrent calls of one
+// plan cannot interfere: the inputs and outputs are read per call, and the workspaces are taken by one call at
+// a time (AOTB_BUSY tells another that they are in use, before anything is read).
+AOTB_EXPORT int aotb_call_buffers(AotbCall *c, void *inputs, void *outputs) {
+  if (BadShape(c, inputs, outputs)) return AOTB_BAD_BUFFER;
+  const bool has_workspaces = c->nparam > c->n_in + c->n_out;
+  if (has_workspaces && __atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) return AOTB_BUSY;
+  int outcome = CallBuffers(c, inputs, outputs, c->params + c->n_in + c->n_out);
+  if (has_workspaces) __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+  return outcome;
+}
+
+// The same call on a set of workspaces the caller checked out for itself (one pointer per workspace).
+AOTB_EXPORT int aotb_call_buffers_with(AotbCall *c, void *inputs, void *outputs, void *const *workspaces) {
+  if (BadShape(c, inputs, outputs)) return AOTB_BAD_BUFFER;
+  return CallBuffers(c, inputs, outputs, workspaces);
 }
 
 AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const char **dtypes, void *extra,

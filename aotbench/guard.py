@@ -1,0 +1,283 @@
+"""Guarded calls: run a kernel once on fenced, poisoned buffers and read back what it did to them.
+
+Every output and workspace gets guard zones before and after it (a canary byte pattern): at least
+MIN_GUARD bytes, growing with the buffer — or with the call's largest tensor, whose shape a wrong loop most often
+takes — up to MAX_GUARD_AFTER, so a realistic overrun lands in the guard instead of in memory someone else owns. Outputs are poisoned with NaNs of a payload of their
+own (a byte sentinel for integer types), workspaces with a pattern that reads as NaN in float32 and float64.
+Afterwards the buffers say what the kernel did, in two kinds of sentence:
+
+* *violations*: bytes written outside any buffer the kernel was given (before an output, past its end, past
+  the memory allocated for a workspace) — in an unguarded call that memory belongs to someone else;
+* *findings*: output elements never written, poison that reached the outputs, workspace writes beyond what
+  Init asked for but inside the padding aotbench allocates (harmless here, a bug all the same).
+
+Check mode (:mod:`aotbench.check`) reports both as problems. The op's first call of every new input signature
+(:func:`first_call`, on by default) raises :class:`~aotbench.errors.ContractViolation` for a violation and warns
+with :class:`~aotbench.errors.ContractWarning` for findings.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import ContractViolation, ContractWarning, user_stacklevel
+
+if TYPE_CHECKING:
+    from .op import Op
+    from .plan import Plan
+
+GUARD_BEFORE = 4096  # bytes of canary before every buffer (a multiple of 64 keeps the data aligned)
+MIN_GUARD = 4096  # at least this many canary bytes after every buffer
+MAX_GUARD_AFTER = 64 << 20  # the guard after a buffer grows with it up to this
+CANARY = 0xCB
+OUTPUT_SENTINEL = 0x5A  # poison byte for integer, bool and other non-float outputs
+# Output poison: quiet NaNs with a payload of their own, so a NaN the kernel computed (which carries the payload
+# of the NaN it read, e.g. workspace poison) is told apart from an element it never wrote.
+_OUTPUT_NAN = {2: np.array([0x7E5A], np.uint16), 4: np.array([0x7FC0A5A5], np.uint32),
+               8: np.array([0x7FF8A5A5A5A5A5A5], np.uint64)}
+# Workspace poison: a NaN whether read as float32 (both halves) or float64.
+WORKSPACE_POISON = np.array([0x7FF800007FC00000], dtype=np.uint64).view(np.uint8)
+SHOW_INDICES = 5
+ISOLATE_HINT = ("a write further than that would corrupt this process's memory: run the op with isolate=True "
+                "(or %%aot_kernel --isolate) to try it in a worker process")
+
+
+def guard_after(nbytes: int, largest: int = 0) -> int:
+    """Canary bytes after a buffer of ``nbytes`` in a call whose largest tensor has ``largest`` bytes.
+
+    A few KiB at least, and as much as the larger of the two up to a cap: the realistic overrun is a loop that
+    takes its length from the wrong tensor (the aot tutorial's reduction writes input 2's size into its output).
+    """
+    return max(MIN_GUARD, min(max(nbytes, largest), MAX_GUARD_AFTER))
+
+
+@dataclass
+class BufferReport:
+    """What the kernel did to one output or workspace."""
+
+    name: str  # "output 0", "workspace 1"
+    size: int  # bytes the kernel was entitled to
+    written_before: int = 0  # bytes of the guard before the start that changed
+    written_past_end: int = 0  # how far past the end the kernel wrote, in bytes
+    unwritten: int = 0  # output elements never written
+    first_unwritten: list = field(default_factory=list)
+    extent: int = 0  # workspace: one past the furthest byte written
+    nonfinite: int = 0  # output NaN/Inf values among the written ones
+
+
+@dataclass
+class GuardedRun:
+    """One guarded call: the outputs (views into their guarded buffers), what happened to every buffer, and
+    the sentences that say so, split into violations (memory not the kernel's) and findings (the rest)."""
+
+    outputs: list[np.ndarray]
+    buffers: list[BufferReport]
+    violations: list[str]
+    findings: list[str]
+
+
+@dataclass
+class GuardReport:
+    """What :func:`first_call` raises with (as ``ContractViolation.report``): the same fields check mode's
+    report has, so either can be read the same way."""
+
+    problems: list[str]
+    warnings: list[str]
+    buffers: list[BufferReport]
+    ok: bool = False
+    mismatches: list = field(default_factory=list)
+    outputs: tuple = ()
+
+    def __str__(self) -> str:
+        lines = [f"the guarded first call found {len(self.problems)} violation(s)"]
+        return "\n".join(lines + [f"  - {p}" for p in self.problems] + [f"  ! {w}" for w in self.warnings])
+
+
+def _guarded(nbytes: int, after: int) -> np.ndarray:
+    """A canary-filled byte buffer with ``nbytes`` of room after GUARD_BEFORE bytes, 64-byte aligned."""
+    raw = np.empty(GUARD_BEFORE + nbytes + after + 64, dtype=np.uint8)
+    shift = -raw.ctypes.data % 64
+    raw = raw[shift:shift + GUARD_BEFORE + nbytes + after]
+    raw.fill(CANARY)
+    return raw
+
+
+def output_poison(dtype: np.dtype) -> np.ndarray:
+    """The poison bytes of one element of an output of ``dtype``."""
+    part = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+    if dtype.kind in "fc" and part in _OUTPUT_NAN:
+        return np.tile(_OUTPUT_NAN[part].view(np.uint8), dtype.itemsize // part)
+    return np.full(dtype.itemsize, OUTPUT_SENTINEL, dtype=np.uint8)
+
+
+def _changed(region: np.ndarray, pattern: np.ndarray | int) -> np.ndarray:
+    """Indices of the bytes of ``region`` that differ from a byte value or a repeating byte pattern."""
+    if isinstance(pattern, np.ndarray):
+        pattern = np.resize(pattern, region.size)
+    return np.flatnonzero(region != pattern)
+
+
+class Device:
+    """The device side of a guarded call: inputs on the GPU, the guarded host buffers mirrored there."""
+
+    def __init__(self, op: Op):
+        from . import gpu
+
+        self._gpu, self._op = gpu, op
+        self._cp = gpu.require_gpu(op.name)
+
+    def inputs(self, args) -> tuple[tuple, tuple]:
+        return self._gpu.device_inputs(self._op, self._cp, args)
+
+    def upload(self, array: np.ndarray):
+        return self._cp.asarray(array)
+
+    def run(self, plan: Plan, arrays, raws: list[np.ndarray]) -> None:
+        """Copy every guarded buffer to the device, run the kernel there, copy them back into ``raws``."""
+        mirrors = [self._cp.asarray(raw) for raw in raws]
+        pointers = [a.data.ptr for a in arrays] + [m.data.ptr + GUARD_BEFORE for m in mirrors]
+        self._gpu.enqueue(self._op, plan, pointers, self._cp.cuda.get_current_stream().ptr)
+        self._gpu.synchronize(self._op, self._cp)
+        for raw, mirror in zip(raws, mirrors):
+            raw[:] = mirror.get()
+
+
+def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) -> GuardedRun:
+    """Call ``op``'s kernel once on ``plan`` with guarded, poisoned outputs and workspaces; inspect them.
+
+    ``arrays`` are the inputs as the plan expects them (C-contiguous, native order; device arrays with
+    ``device``). Raises what the kernel's return code or exception says, like any call.
+    """
+    sizes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in plan.outputs]
+    largest = max([a.nbytes for a in arrays] + sizes + [0])
+    outputs, out_raw = [], []
+    for (shape, dtype), nbytes in zip(plan.outputs, sizes):
+        raw = _guarded(nbytes, guard_after(nbytes, largest))
+        raw[GUARD_BEFORE:GUARD_BEFORE + nbytes] = np.resize(output_poison(dtype), nbytes)
+        outputs.append(raw[GUARD_BEFORE:GUARD_BEFORE + nbytes].view(dtype).reshape(shape))
+        out_raw.append(raw)
+    ws_raw = []
+    for requested, allocated in plan.workspaces:
+        raw = _guarded(requested, allocated - requested + guard_after(allocated, largest))
+        raw[GUARD_BEFORE:] = np.resize(WORKSPACE_POISON, raw.size - GUARD_BEFORE)
+        ws_raw.append(raw)
+
+    if device is not None:
+        device.run(plan, arrays, out_raw + ws_raw)
+    else:
+        pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs] + \
+            [r.ctypes.data + GUARD_BEFORE for r in ws_raw]
+        code = op._call_pointers(plan, pointers)
+        if code:
+            op._host.raise_for(code, op.name, 0, plan.attrs)
+
+    violations: list[str] = []
+    findings: list[str] = []
+    buffers = [_inspect_output(f"output {i}", shape, dtype, raw, data, violations, findings)
+               for i, ((shape, dtype), raw, data) in enumerate(zip(plan.outputs, out_raw, outputs))]
+    buffers += [_inspect_workspace(f"workspace {j}", requested, allocated, raw, violations, findings)
+                for j, ((requested, allocated), raw) in enumerate(zip(plan.workspaces, ws_raw))]
+    if any(b.nonfinite for b in buffers):
+        for b in buffers:
+            if b.name.startswith("workspace") and b.extent < b.size:
+                findings.append(f"{b.name}: the kernel wrote only its first {b.extent} of {b.size} bytes, and read "
+                                "the rest: check the loop that fills it")
+    return GuardedRun(outputs, buffers, violations, findings)
+
+
+def _inspect_output(name, shape, dtype, raw, data, violations, findings) -> BufferReport:
+    nbytes = data.nbytes
+    report = BufferReport(name, nbytes)
+    before = _changed(raw[:GUARD_BEFORE], CANARY)
+    if before.size:
+        report.written_before = GUARD_BEFORE - int(before[0])
+        violations.append(f"{name}: the kernel wrote {report.written_before} bytes before the start of the buffer")
+    after = _changed(raw[GUARD_BEFORE + nbytes:], CANARY)
+    if after.size:
+        report.written_past_end = int(after[-1]) + 1
+        whole = (f" (the whole guard: maybe further; {ISOLATE_HINT})"
+                 if report.written_past_end == raw.size - GUARD_BEFORE - nbytes else "")
+        violations.append(f"{name}: the kernel wrote {report.written_past_end} bytes past the end of its "
+                          f"{nbytes}-byte buffer{whole}; check which shape its output loop uses")
+    if data.size:
+        item = dtype.itemsize
+        body = raw[GUARD_BEFORE:GUARD_BEFORE + nbytes]
+        poison = output_poison(dtype)
+        if item in (1, 2, 4, 8):
+            word = np.dtype(f"u{item}")
+            unwritten = np.flatnonzero(body.view(word) == poison.view(word)[0])
+        else:
+            unwritten = np.flatnonzero((body.reshape(-1, item) == poison).all(axis=1))
+        report.unwritten = int(unwritten.size)
+        report.first_unwritten = [tuple(int(v) for v in np.unravel_index(k, shape)) for k in unwritten[:SHOW_INDICES]]
+        if unwritten.size:
+            findings.append(f"{name}: {unwritten.size} of {data.size} elements were never written (first at "
+                            f"{', '.join(map(str, report.first_unwritten))})")
+        if dtype.kind in "fc":
+            written = np.ones(data.size, dtype=bool)
+            written[unwritten] = False
+            report.nonfinite = int((~np.isfinite(data.reshape(-1)) & written).sum())
+            if report.nonfinite:
+                findings.append(f"{name}: {report.nonfinite} written values are NaN or Inf — likely the poison of "
+                                "workspace or output memory the kernel read before writing it")
+    return report
+
+
+def _inspect_workspace(name, requested, allocated, raw, violations, findings) -> BufferReport:
+    report = BufferReport(name, requested)
+    before = _changed(raw[:GUARD_BEFORE], CANARY)
+    if before.size:
+        report.written_before = GUARD_BEFORE - int(before[0])
+        violations.append(f"{name}: the kernel wrote {report.written_before} bytes before the start of the "
+                          "workspace")
+    written = _changed(raw[GUARD_BEFORE:], WORKSPACE_POISON)
+    report.extent = int(written[-1]) + 1 if written.size else 0
+    if report.extent > requested:
+        report.written_past_end = report.extent - requested
+        ratio = report.extent / requested if requested else float("inf")
+        cause = ""
+        for factor in (8, 4):  # the element sizes a byte count is most often confused with
+            if requested and (factor - 0.5) * requested <= report.extent <= factor * requested:
+                cause = (f" — the workspace size is in bytes; Init asked for {requested}, the kernel wrote "
+                         f"{factor}x that: was it an element count?")
+                break
+        sentence = (f"{name}: Init asked for {requested} bytes but the kernel wrote up to byte {report.extent} "
+                    f"({ratio:.1f}x){cause}")
+        if report.extent > allocated:
+            violations.append(f"{sentence}; that is past the {allocated} bytes aotbench allocates for it")
+        else:
+            findings.append(sentence)
+    return report
+
+
+def first_call(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) -> Any:
+    """The first call of a new input signature, guarded: the outputs (copies), or ContractViolation.
+
+    A write outside the kernel's buffers raises with check mode's sentences and returns nothing; findings
+    that leave memory intact (unwritten elements, leaked poison, a workspace overrun inside the padding) are
+    one :class:`~aotbench.errors.ContractWarning`, and the call returns.
+    """
+    run = run_guarded(op, plan, arrays, device)
+    if run.violations:
+        raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers), guarded=True)
+    if run.findings:
+        warn_findings(op.name, [tuple(a.shape) for a in arrays], run.findings)
+    result = tuple(device.upload(o) if device else o.copy() for o in run.outputs)
+    return result[0] if len(result) == 1 else result
+
+
+def warn_findings(name: str, shapes: list, findings: list[str]) -> None:
+    """One ContractWarning for what a guarded first call found, pointed at the user's line."""
+    listing = "\n".join(f"  - {f}" for f in findings)
+    warnings.warn(ContractWarning(
+        f"{name}, first call with input shapes {', '.join(map(str, shapes))} (a guarded call):\n{listing}\n"
+        "op.check(...) gives the full report; guard=False (--no-guard) turns this first-call check off."),
+        stacklevel=user_stacklevel())
+
+
+__all__ = ["GUARD_BEFORE", "BufferReport", "Device", "GuardReport", "GuardedRun", "first_call", "guard_after",
+           "run_guarded"]

@@ -1,0 +1,47 @@
+// Test kernels for tests/test_trust.py (concurrency, fork, the guarded first call, floating-point mode).
+//
+//   Scratch   one float32 input x, one output of x's shape: copies x into workspace 0 (4 bytes per element, as
+//             Init asks), sleeps the int attribute "sleep_us" microseconds so that other calls run meanwhile, then
+//             writes out = 3 * workspace. Wrong results mean another call wrote into this call's workspace.
+//   Tiny      out = x * y for float32 x and y of one shape: under flush-to-zero/denormals-are-zero a denormal
+//             input gives 0, otherwise the exact product.
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "custom_aot_extra.h"
+
+namespace {
+int64_t Numel(int ndims, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndims; ++d) n *= shape[d];
+  return n;
+}
+}  // namespace
+
+extern "C" int ScratchInit(int *ndims, int64_t **shapes, const char **dtypes, AotExtra *extra) {
+  extra->SetWorkSpace({static_cast<size_t>(Numel(ndims[0], shapes[0])) * sizeof(float)});
+  return 0;
+}
+
+extern "C" int Scratch(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                       void *extra) {
+  const int64_t n = Numel(ndims[0], shapes[0]);
+  const float *x = static_cast<const float *>(params[0]);
+  float *out = static_cast<float *>(params[1]);
+  float *ws = static_cast<float *>(params[2]);
+  for (int64_t i = 0; i < n; ++i) ws[i] = x[i];
+  usleep(static_cast<useconds_t>(static_cast<AotExtra *>(extra)->Attr<int64_t>("sleep_us")));
+  for (int64_t i = 0; i < n; ++i) out[i] = 3.0f * ws[i];
+  return 0;
+}
+
+extern "C" int Tiny(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                    void *extra) {
+  const int64_t n = Numel(ndims[0], shapes[0]);
+  const float *x = static_cast<const float *>(params[0]);
+  const float *y = static_cast<const float *>(params[1]);
+  float *out = static_cast<float *>(params[2]);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * y[i];
+  return 0;
+}
