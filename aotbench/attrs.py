@@ -2,7 +2,9 @@
 
 Python ``bool`` -> ``bool``, ``int`` -> ``int64_t``, ``float`` -> ``float``, ``str`` -> ``std::string``,
 a list/tuple of ints -> ``std::vector<int64_t>``, of floats -> ``std::vector<float>``, a list of such lists
-(ragged allowed) -> the 2-D forms. numpy scalars and arrays are accepted by their Python equivalents.
+(ragged allowed) -> the 2-D forms. An empty list reads as any list kind, a list of empty lists as either 2-D
+kind. numpy scalars and arrays are accepted by their Python equivalents. Strings and names must be encodable
+as UTF-8 (no lone surrogates).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class AttrKind(IntEnum):
     INT_2D = 7
     FLOAT_2D = 8
     EMPTY_LIST = 9
+    EMPTY_ROWS = 10
 
     @property
     def cpp(self) -> str:
@@ -46,6 +49,7 @@ _CPP = {
     AttrKind.STR: "std::string", AttrKind.INT_VEC: "std::vector<int64_t>",
     AttrKind.FLOAT_VEC: "std::vector<float>", AttrKind.INT_2D: "std::vector<std::vector<int64_t>>",
     AttrKind.FLOAT_2D: "std::vector<std::vector<float>>", AttrKind.EMPTY_LIST: "an empty list",
+    AttrKind.EMPTY_ROWS: "a list of empty lists",
 }
 
 
@@ -81,6 +85,12 @@ def typed(name: str, value: object) -> TypedAttr:
     if isinstance(value, str):
         if "\0" in value:
             raise AttrError(f"attribute {name!r}: strings cannot contain NUL characters", name=name)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate ("a\ud800"): std::string holds UTF-8 only
+            raise AttrError(f"attribute {name!r}: the string {value!r} cannot be encoded as UTF-8 (character "
+                            f"{value[exc.start]!r} at index {exc.start} is a lone surrogate); pass text made "
+                            "of whole characters", name=name) from None
         return TypedAttr(name, AttrKind.STR, value)
     if isinstance(value, (list, tuple)):
         return _sequence(name, value)
@@ -128,6 +138,8 @@ def _sequence(name: str, value: list | tuple) -> TypedAttr:
         kinds = {_scalar_kind(name, r) for r in rows} - {AttrKind.EMPTY_LIST}
         if len(kinds) > 1:
             raise AttrError(f"attribute {name!r} mixes int rows and float rows; use one element type", name=name)
+        if not kinds:  # [[]], [[], []]: no element says int or float, so either 2-D getter may read it
+            return TypedAttr(name, AttrKind.EMPTY_ROWS, tuple(() for _ in rows))
         if kinds == {AttrKind.FLOAT}:
             return TypedAttr(name, AttrKind.FLOAT_2D, tuple(tuple(_float(name, float(x)) for x in r) for r in rows))
         return TypedAttr(name, AttrKind.INT_2D, tuple(tuple(_int(name, int(x)) for x in r) for r in rows))

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import cache, nvcc, toolchain
+from . import cache, elf, nvcc, toolchain
 from ._version import HEADER_VERSION, __version__
-from .errors import AotbenchError, ArgumentError, CompileError, Diagnostic
+from .errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"[A-Za-z0-9_.+-]+")
@@ -64,6 +64,11 @@ class Recipe:
     command: Callable[[Path], list[str]]
     run_extra: tuple[str, ...] = ()
     arch_reason: str | None = None
+
+
+# Flags after which g++ or nvcc writes no shared library (or writes it to stdout), though it exits with status 0.
+_NO_LINK_FLAGS = frozenset({"-fsyntax-only", "-E", "-S", "-c", "-M", "-MM", "--preprocess", "--compile",
+                            "--ptx", "--cubin", "--fatbin", "-ptx", "-cubin", "-fatbin", "-dryrun", "--dryrun"})
 
 
 def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = None) -> Recipe:
@@ -120,8 +125,7 @@ def describe_change(old: Artifact, new: Artifact) -> list[str]:
     changes = []
     if a.get("source_sha256") != b.get("source_sha256"):
         changes.append("the kernel source changed")
-    old_deps = {d["path"]: d["sha256"] for d in a.get("dependencies", [])}
-    new_deps = {d["path"]: d["sha256"] for d in b.get("dependencies", [])}
+    old_deps, new_deps = _dependency_hashes(a), _dependency_hashes(b)
     for path in sorted(old_deps.keys() | new_deps.keys()):
         if path not in old_deps:
             changes.append(f"now includes {path}")
@@ -136,6 +140,13 @@ def describe_change(old: Artifact, new: Artifact) -> list[str]:
     if a.get("header_version") != b.get("header_version") or a.get("aotbench_version") != b.get("aotbench_version"):
         changes.append("aotbench or its header changed")
     return changes
+
+
+def _dependency_hashes(manifest: dict) -> dict[str, str]:
+    """A manifest's included files and their hashes (entries that are not well-formed are skipped)."""
+    deps = manifest.get("dependencies")
+    return {d["path"]: d.get("sha256") for d in deps if isinstance(d, dict) and isinstance(d.get("path"), str)} \
+        if isinstance(deps, list) else {}
 
 
 def _user_flags(manifest: dict) -> list[str]:
@@ -190,8 +201,8 @@ def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None
     """The artifact published as ``name``, if both files exist and the library matches its recorded hash."""
     manifest_path = root / f"{name}.json"
     data = cache.read_json(manifest_path)
-    if data is None:
-        return None
+    if data is None or not _manifest_is_whole(data):
+        return None  # missing, damaged or written by something else: a miss, and the rebuild replaces it
     lib = root / f"{name}.so"
     try:
         if cache.sha256_file(lib) != data.get("artifact_sha256"):
@@ -199,10 +210,25 @@ def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None
     except OSError:
         return None
     return Artifact(
-        path=lib, manifest_path=manifest_path, key=name, command=tuple(data["argv"]), log=data.get("log", ""),
-        cache_hit=cache_hit, build_time_s=float(data.get("build_time_s", 0.0)),
-        dependencies=tuple(d["path"] for d in data.get("dependencies", [])),
+        path=lib, manifest_path=manifest_path, key=name, command=tuple(data["argv"]), log=data["log"],
+        cache_hit=cache_hit, build_time_s=float(data["build_time_s"]),
+        dependencies=tuple(d["path"] for d in data["dependencies"]),
     )
+
+
+def _manifest_is_whole(data: dict) -> bool:
+    """True when a manifest has every field a cache hit reads, each of the type :func:`_compile` writes."""
+    def strings(value) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    deps = data.get("dependencies")
+    time_s = data.get("build_time_s")
+    return (strings(data.get("argv")) and bool(data["argv"]) and isinstance(data.get("log"), str)
+            and isinstance(data.get("artifact_sha256"), str) and isinstance(data.get("source"), str)
+            and isinstance(time_s, (int, float)) and not isinstance(time_s, bool) and 0 <= time_s < float("inf")
+            and isinstance(deps, list)
+            and all(isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("sha256"), str)
+                    for d in deps))
 
 
 def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, recipe: Recipe,
@@ -221,6 +247,9 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         if proc.returncode != 0:
             documented = recipe.command(root / f"{stem}-<key>.so")
             raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
+        if not tmp_lib.is_file() or elf.structural_problem(tmp_lib.read_bytes()) is not None:
+            documented = recipe.command(root / f"{stem}-<key>.so")
+            raise NoLibraryError(documented, proc.stdout, [f for f in documented if f in _NO_LINK_FLAGS])
         own = str(source)
         deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
         # A file saved while the compiler ran may not be what it read: publish the library under a unique

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,13 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
     if reg_info is not None and not isinstance(reg_info, OpInfo):
         raise ArgumentError("reg_info must come from aotbench.CustomRegOp(...)...get_op_info()")
     target = _resolve_target(target, reg_info, func.partition(":")[0])
+    if attrs is not None and not isinstance(attrs, Mapping):
+        example = ", ".join(f"{k!r}: {v!r}" for k, v in attrs[:2]) if _is_pairs(attrs) else "'k': 1"
+        raise ArgumentError(f"attrs must be a dict of attribute name -> value, got {type(attrs).__name__} "
+                            f"{attrs!r}: write attrs={{{example}}}")
+    if cache_dir is not None and (not isinstance(cache_dir, (str, os.PathLike)) or str(cache_dir) == ""):
+        raise ArgumentError(f"cache_dir must be a directory path (a str or pathlib.Path) or None, got "
+                            f"{type(cache_dir).__name__} {cache_dir!r}")
     merged = {a.name: a for a in (reg_info.attrs if reg_info else ())}
     call_attrs = reg_info.call_attrs if reg_info else ()
     for name, value in (attrs or {}).items():
@@ -89,6 +98,11 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
         guard=guard and sanitize is None,  # ASan/UBSan see the real buffers' bounds; guard zones would hide them
     )
+
+
+def _is_pairs(value: object) -> bool:
+    """True for a list or tuple of (name, value) pairs: what ``dict(value)`` would have accepted."""
+    return isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value)
 
 
 def _from_spec(spec: OpSpec, force: bool = False) -> Op:

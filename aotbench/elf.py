@@ -1,7 +1,9 @@
 """Read the dynamic symbol table of an ELF shared library, in pure Python.
 
-Used before a library is called: to refuse one built with the other libstdc++ string ABI (its symbols name
-``__cxx11``) and to list the exported C functions when the requested one is missing.
+Used before a library is loaded: to refuse a truncated or damaged file (``dlopen`` maps its segments, and
+touching a page past the end of the file kills the process with SIGBUS), to refuse one built with the other
+libstdc++ string ABI (its symbols name ``__cxx11``) and to list the exported C functions when the requested one
+is missing.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from dataclasses import dataclass
 
 _SHT_DYNSYM = 11
 _STT_FUNC = 2
+_PT_LOAD = 1
+_PT_DYNAMIC = 2
+_ET_DYN = 3
+_EHDR_BYTES = 64
+_PHDR_BYTES = 56
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,39 @@ class Symbol:
     name: str
     defined: bool
     is_function: bool
+
+
+def structural_problem(image: bytes) -> str | None:
+    """Why ``image`` cannot be a complete 64-bit little-endian shared library, or None when its headers hold.
+
+    Checked: the ELF identification, the file type, the program header table, and that every loadable segment
+    and the dynamic section lie inside the file. Other ELF classes get None (the loader refuses them cleanly).
+    """
+    if len(image) < _EHDR_BYTES:
+        return f"the file is {len(image)} bytes long, too short for an ELF header: not a shared library (truncated?)"
+    if image[:4] != b"\x7fELF":
+        return "the file does not start with the ELF magic number: not a shared library"
+    if image[4] != 2 or image[5] != 1:
+        return None  # 32-bit or big-endian: dlopen says "wrong ELF class" without mapping anything
+    e_type, = struct.unpack_from("<H", image, 0x10)
+    if e_type != _ET_DYN:
+        return f"its ELF file type is {e_type}, not 3 (ET_DYN): not a shared library"
+    phoff, = struct.unpack_from("<Q", image, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", image, 0x36)
+    if phnum == 0 or phentsize < _PHDR_BYTES or phoff + phnum * phentsize > len(image):
+        return (f"its program header table ({phnum} entries at offset {phoff}) does not lie inside the "
+                f"{len(image)}-byte file (truncated?)")
+    loads = 0
+    for i in range(phnum):
+        p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", image, phoff + i * phentsize)
+        if p_type in (_PT_LOAD, _PT_DYNAMIC) and p_offset + p_filesz > len(image):
+            kind = "loadable segment" if p_type == _PT_LOAD else "dynamic section"
+            return (f"a {kind} ends at byte {p_offset + p_filesz}, past the end of the {len(image)}-byte file "
+                    "(truncated?)")
+        loads += p_type == _PT_LOAD
+    if not loads:
+        return "it has no loadable segment"
+    return None
 
 
 def dynamic_symbols(image: bytes) -> list[Symbol]:

@@ -84,6 +84,19 @@ class CompileError(AotbenchError):
         return f"{head}; last lines of the compiler output:\n{tail}"
 
 
+class NoLibraryError(AotbenchError):
+    """The compiler exited with status 0 but wrote no shared library (a flag such as ``-fsyntax-only``, ``-E``
+    or ``-c`` stopped it early, or made it write something else). ``argv`` is the command, ``log`` its output."""
+
+    def __init__(self, argv: Sequence[str], log: str, stoppers: Sequence[str]):
+        self.argv = list(argv)
+        self.log = log
+        named = (f"the flag {' '.join(stoppers)} stops" if stoppers else
+                 "a flag (such as -fsyntax-only, -E, -S, -c or -M) stops")
+        super().__init__(f"{self.argv[0]} exited with status 0 but wrote no library: {named} it before it links "
+                         "a shared library. Remove it: aotbench needs the library to call the kernel.")
+
+
 class LoadError(AotbenchError, OSError):
     """A shared library could not be loaded (the dynamic loader's message is kept in ``reason``)."""
 
@@ -216,12 +229,13 @@ class WorkspaceError(AotbenchError, MemoryError):
     """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
     element count multiplied twice)."""
 
-    def __init__(self, function: str, index: int, requested: int):
+    def __init__(self, function: str, index: int, requested: int, why: str = ""):
         self.function = function
         self.index = index
         self.requested = requested
         super().__init__(
-            f"{function} requested {requested} bytes for workspace {index}, which cannot be allocated. Workspace "
+            f"{function} requested {requested} bytes for workspace {index}, which cannot be allocated"
+            f"{f' ({why})' if why else ''}. Workspace "
             "sizes are in bytes: check how Init computes them (a size derived from a -1 dim wraps around to "
             "about 1.8e19).")
 

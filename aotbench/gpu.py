@@ -166,8 +166,10 @@ def _plan_key(op: Op, cp: Any, arrays: tuple, extras: tuple) -> tuple[tuple, lis
 
 
 def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
+    device = cp.cuda.Device()
     plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs,
-                     allocate_workspace=device_workspace(cp))
+                     allocate_workspace=device_workspace(cp),
+                     memory_limit=(int(device.mem_info[1]), f"GPU {device.id}'s memory"))
     # A device call never takes the host's fast path (which holds the record's set while F runs): every call
     # checks a set out until its stream is done, so the plan's own set is the first one in the pool.
     if plan.own_workspaces is not None:

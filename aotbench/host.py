@@ -53,6 +53,7 @@ _SIGNATURES = {
     "aotb_extra_set_int_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
     "aotb_extra_set_float_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
     "aotb_extra_set_empty_list": ([_c_void_p, ctypes.c_char_p], None),
+    "aotb_extra_set_empty_rows": ([_c_void_p, ctypes.c_char_p, _c_size_t], None),
     "aotb_call_params": ([_c_void_p, _c_void_p, _c_void_p], _c_int),
     "aotb_call_init": ([_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, ctypes.POINTER(ctypes.c_int32)],
                        _c_int),
@@ -161,6 +162,8 @@ class Host:
             setter(extra, name, flat.ctypes.data, lengths.ctypes.data, len(v))
         elif a.kind is AttrKind.EMPTY_LIST:
             lib.aotb_extra_set_empty_list(extra, name)
+        elif a.kind is AttrKind.EMPTY_ROWS:
+            lib.aotb_extra_set_empty_rows(extra, name, len(v))
         else:  # pragma: no cover - TypedAttr only holds the kinds above
             raise AotbenchError(f"unknown attribute kind {a.kind}")
 

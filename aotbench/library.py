@@ -54,6 +54,9 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
         image = Path(path).read_bytes()
     except OSError as exc:
         raise LoadError(str(path), exc.strerror or str(exc)) from exc
+    problem = elf.structural_problem(image)
+    if problem is not None:  # dlopen would map it and die of SIGBUS touching the missing pages
+        raise LoadError(str(path), problem, "Rebuild the library (a cached one is rebuilt by aotbench itself).")
     symbols = elf.dynamic_symbols(image)
     foreign = elf.new_string_abi_symbols(symbols)
     if foreign:

@@ -25,7 +25,7 @@ from .dtypes import dtype_string
 from .errors import ArgumentError, ContractViolation, ShapeError
 from .host import BAD_BUFFER, BUSY, Host
 from .library import KernelLibrary
-from .plan import Plan, call_infer_shape, make_plan, workspace_allocation
+from .plan import MAX_RANK, Plan, call_infer_shape, make_plan, workspace_allocation
 from .spec import OpSpec
 
 MAX_PLANS = 64
@@ -347,6 +347,10 @@ class Op:
                 coded.append((-2,))
             elif isinstance(s, (list, tuple)) and all(d is None or _is_dim(d) for d in s):
                 coded.append(tuple(-1 if d is None else int(d) for d in s))
+                wrong = [d for d in coded[-1] if d > rules.INT64_MAX]
+                if wrong:  # the kernel reads int64_t: 2**63 would arrive as -2**63, 2**64 + 5 as 5
+                    raise ShapeError(f"input shape {i} is {tuple(s)}: dimension {wrong[0]} is outside 0 .. 2**63 - 1 "
+                                     "(int64_t, what InferShape reads); use None for an unknown dim")
             else:
                 raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
         if self._spec.out_shape is not None:
@@ -360,6 +364,10 @@ class Op:
                 result = call_infer_shape(self._spec, self._host, self.library, coded, extra, attrs)
             finally:
                 self._host.free_extra(extra)
+        for i, s in enumerate(result):
+            if len(s) > MAX_RANK:
+                raise ShapeError(f"output {i} of {self.name} would have {len(s)} dimensions; arrays have at most "
+                                 f"{MAX_RANK} (numpy's limit): check the shape rule")
         decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
         return decoded[0] if self._spec.n_outputs == 1 else tuple(decoded)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import rules
+from . import memory, rules
 from .attrs import TypedAttr
 from .dtypes import dtype_string
 from .errors import ArgumentError, ShapeError, WorkspaceError
@@ -23,7 +23,7 @@ from .spec import OpSpec
 
 WORKSPACE_ALIGNMENT = 64
 SHAPE_PAD = 8
-MAX_OUTPUT_BYTES = 1 << 44  # 16 TiB: a larger output comes from a broken shape rule, not a real op
+MAX_RANK = 64  # numpy's NPY_MAXDIMS (since numpy 2.0): an array of more dimensions cannot be made
 _MAX_WORKSPACE_SLACK = 256 << 20
 _p_int64 = ctypes.POINTER(ctypes.c_int64)
 
@@ -132,13 +132,45 @@ def host_workspace(nbytes: int) -> tuple[object, int]:
     return raw, raw.ctypes.data + (-raw.ctypes.data % WORKSPACE_ALIGNMENT)
 
 
+def check_output_shape(shape: tuple[int, ...], what: str) -> tuple[int, ...]:
+    """Refuse an output shape no array can have: more than MAX_RANK dimensions, or a dim outside int64."""
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{what} has {len(shape)} dimensions; arrays have at most {MAX_RANK} (numpy's limit): "
+                         "check the shape rule")
+    for d in shape:
+        if not 0 <= d <= rules.INT64_MAX:
+            raise ShapeError(f"{what} is {shape}: dimension {d} is outside 0 .. 2**63 - 1 (int64_t, what the "
+                             "kernel reads): check the shape rule")
+    return shape
+
+
+def _output_bytes(shapes: list[tuple[int, ...]], dtypes: list[np.dtype]) -> int:
+    return sum(int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize for shape, dtype in zip(shapes, dtypes))
+
+
+def check_memory(name: str, outputs: list[tuple[tuple[int, ...], np.dtype]], limit: int, where: str) -> None:
+    """Refuse a call whose outputs need more bytes than ``limit`` in all, before any is allocated."""
+    sizes = [_output_bytes([shape], [dtype]) for shape, dtype in outputs]
+    total = sum(sizes)
+    if total <= limit:
+        return
+    parts = [f"output {i} {shape} {np.dtype(dtype)}: {memory.size_text(n)}"
+             for i, ((shape, dtype), n) in enumerate(zip(outputs, sizes))]
+    raise ShapeError(f"{name} would need {memory.size_text(total)} ({'; '.join(parts)}), more than {where} "
+                     f"({memory.size_text(limit)}), so nothing was allocated and the kernel was not called: check "
+                     "the shape rule and the input shapes")
+
+
 def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs: list[TypedAttr],
-              allocate_workspace: Callable[[int], tuple[object, int]] = host_workspace) -> Plan:
+              allocate_workspace: Callable[[int], tuple[object, int]] = host_workspace,
+              memory_limit: tuple[int, str] | None = None) -> Plan:
     """Prepare the call of ``lib``'s kernel for these (converted, native-order) input arrays.
 
     Only the arrays' ``shape`` and ``dtype`` are read, so device arrays plan the same way; ``allocate_workspace``
-    says where workspaces live (host memory by default, device memory for a gpu op).
+    says where workspaces live (host memory by default, device memory for a gpu op), ``memory_limit`` how many
+    bytes they and the outputs may take there and what that limit is called (default: this machine's memory).
     """
+    limit, where = memory_limit or (memory.host_limit_bytes(), "this machine's memory")
     name = lib.name
     in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
     in_dtypes = [a.dtype for a in arrays]
@@ -150,10 +182,9 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
         else:
             out_shapes = rules.output_shapes(spec.out_shape, in_shapes, spec.n_outputs)
         out_dtypes = rules.output_dtypes(spec.out_dtype, in_dtypes, spec.n_outputs, spec.reg_info, tuple(in_names))
-        for i, (shape, dtype) in enumerate(zip(out_shapes, out_dtypes)):
-            if int(np.prod(shape, dtype=object)) * dtype.itemsize > MAX_OUTPUT_BYTES:
-                raise ShapeError(f"output {i} of {name} would have shape {shape} ({dtype}), more than "
-                                 f"{MAX_OUTPUT_BYTES >> 40} TiB: check the shape rule")
+        for i, shape in enumerate(out_shapes):
+            check_output_shape(shape, f"output {i} of {name}")
+        check_memory(name, list(zip(out_shapes, out_dtypes)), limit, where)  # before Init sees the shapes
         shapes = in_shapes + out_shapes
         names = in_names + [dtype_string(d) for d in out_dtypes]
         keepalive: list = [lib]
@@ -163,6 +194,12 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
             host.call_init(lib.init, *init_arrays[:3], extra, function=f"{name}Init", attrs=attrs)
         requested = host.workspace_sizes(extra)
         workspaces = [(size, workspace_allocation(size)) for size in requested]
+        needed = sum(allocated for _, allocated in workspaces) + _output_bytes(out_shapes, out_dtypes)
+        if workspaces and needed > limit:  # refused before allocating: a huge np.empty may "succeed" and kill us
+            k = max(range(len(requested)), key=requested.__getitem__)
+            raise WorkspaceError(f"{name}Init", k, requested[k],
+                                 f"with the outputs that is {memory.size_text(needed)}, more than {where} "
+                                 f"({memory.size_text(limit)})")
         own = allocate_workspaces(name, workspaces, allocate_workspace)  # the fast path's set, in the record
         nparam = len(shapes) + len(requested)
         if nparam > MAX_PARAMS:
@@ -211,5 +248,5 @@ def concrete_inferred_shapes(spec: OpSpec, host: Host, lib: KernelLibrary, in_sh
                 f"{lib.name}InferShape returned {tuple(dims)} for output {i} with concrete input shapes "
                 f"{tuple(in_shapes)}: -1 (unknown dim) and -2 (unknown rank) are only valid when an input is "
                 "itself unknown. Fix InferShape or pass out_shape=.")
-        out.append(tuple(dims))
+        out.append(check_output_shape(tuple(dims), f"output {i} of {lib.name} (from {lib.name}InferShape)"))
     return out

@@ -17,6 +17,7 @@ from .errors import ArgumentError, ShapeError
 from .reg import OpInfo
 
 Shape = tuple[int, ...]
+INT64_MAX = 2**63 - 1
 
 
 def _is_shape_list(x: object) -> bool:
@@ -48,6 +49,9 @@ def normalize_shape(value: object, what: str) -> Shape:
     dims = tuple(int(d) for d in value)
     if any(d < 0 for d in dims):
         raise ShapeError(f"{what} is {dims}: every dimension of a concrete output shape must be >= 0")
+    if any(d > INT64_MAX for d in dims):
+        raise ShapeError(f"{what} is {dims}: a dimension above 2**63 - 1 does not fit int64_t, what the kernel "
+                         "reads")
     return dims
 
 

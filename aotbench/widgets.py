@@ -36,7 +36,8 @@ from .timing import bench, format_ns
 
 PASS_STYLE = "background:#1a7f37;color:white;padding:1px 6px;border-radius:3px"
 FAIL_STYLE = "background:#cf222e;color:white;padding:1px 6px;border-radius:3px"
-LIST_KINDS = (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D, AttrKind.EMPTY_LIST)
+LIST_KINDS = (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D, AttrKind.EMPTY_LIST,
+              AttrKind.EMPTY_ROWS)
 AXIS_NAMES = ("axis", "dim", "axes")
 PANEL_MIN_SAMPLES = 3  # a slow kernel (a large shape at -O0) still answers a change in a few calls
 MAX_DERIVED = 8  # ops with other attribute values kept for quick switching back

@@ -21,6 +21,7 @@ UNSUPPORTED = {"bfloat16"}  # dtypes cupy has no arrays of
 allocations: list[int] = []  # bytes of every allocation, in order
 pending_error: list[int] = []  # a CUDA error code the next synchronize raises (then clears)
 current_device = [0]
+device_memory = [80 << 30]  # the "device"'s total memory (a test may lower it)
 
 
 class _Pointer:
@@ -32,6 +33,7 @@ class _Device:
     def __init__(self, id: int | None = None):
         self.id = current_device[0] if id is None else id
         self.attributes = {"L2CacheSize": 48 << 20}
+        self.mem_info = (device_memory[0] // 2, device_memory[0])  # (free, total) bytes, as cupy reports them
 
     def synchronize(self) -> None:
         _raise_pending()
@@ -177,3 +179,4 @@ def reset() -> None:
     allocations.clear()
     pending_error.clear()
     current_device[0] = 0
+    device_memory[0] = 80 << 30

@@ -62,6 +62,20 @@ def test_device_inputs_give_device_outputs_through_a_device_workspace(cp, rng):
     assert cp.allocations == [4 * n]  # a repeated call allocates only its output: the plan is reused
 
 
+def test_outputs_larger_than_the_device_memory_are_refused_before_allocating(cp, rng):
+    """The limit for a gpu op is the device's total memory (cupy's mem_info), not the host's: an output that does
+    not fit is a ShapeError naming the GPU, and nothing was allocated on it."""
+    n = int(rng.integers(2000, 5000))
+    x, y = device(cp, rng, n), device(cp, rng, n)
+    cp.device_memory[0] = 4 * n - 4  # one float short of the output
+    cp.allocations.clear()
+    with pytest.raises(aotbench.ShapeError, match="GPU 0's memory") as info:
+        axpy(1.5)(x, y)
+    assert f"({n},) float32" in str(info.value) and cp.allocations == []
+    cp.device_memory[0] = 80 << 30
+    np.testing.assert_allclose(axpy(1.5)(x, y).get(), 1.5 * x.get() + y.get(), rtol=1e-6)
+
+
 def test_the_current_streams_handle_reaches_the_kernel(cp, rng):
     x = device(cp, rng, 64)
     with cp.cuda.Stream(ptr=0xABC0):

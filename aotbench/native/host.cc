@@ -32,10 +32,11 @@ constexpr int kHostVersion = 3;
 // Call outcome codes (mirrored in aotbench/host.py).
 enum Outcome { AOTB_OK = 0, AOTB_STATUS = 1, AOTB_EXCEPTION = 2, AOTB_ATTR_ERROR = 3, AOTB_TOO_SMALL = 4 };
 
-// Attribute kinds (mirrored in aotbench/attrs.py). kEmptyList satisfies any of the four list getters.
+// Attribute kinds (mirrored in aotbench/attrs.py). kEmptyList ([]) satisfies any of the four list getters,
+// kEmptyRows ([[]], [[], []]: rows with no element) either 2-D getter.
 enum Kind {
   kMissing = 0, kBool = 1, kInt = 2, kFloat = 3, kStr = 4,
-  kIntVec = 5, kFloatVec = 6, kInt2D = 7, kFloat2D = 8, kEmptyList = 9
+  kIntVec = 5, kFloatVec = 6, kInt2D = 7, kFloat2D = 8, kEmptyList = 9, kEmptyRows = 10
 };
 
 struct AttrValue {
@@ -78,7 +79,8 @@ class HostExtra final : public AotExtra {
     if (it == attrs.end()) throw AttrFailure{name, requested, kMissing};
     Kind have = it->second.kind;
     bool list_ok = have == kEmptyList && requested >= kIntVec && requested <= kFloat2D;
-    if (have != requested && !list_ok) throw AttrFailure{name, requested, have};
+    bool rows_ok = have == kEmptyRows && (requested == kInt2D || requested == kFloat2D);
+    if (have != requested && !list_ok && !rows_ok) throw AttrFailure{name, requested, have};
     return it->second;
   }
   bool GetAttrBool(std::string name) override { return Get(name, kBool).b; }
@@ -272,6 +274,11 @@ AOTB_EXPORT void aotb_extra_set_float_2d(void *extra, const char *name, const fl
   Slot(extra, name, kFloat2D).f2 = Unflatten(flat, lengths, rows);
 }
 AOTB_EXPORT void aotb_extra_set_empty_list(void *extra, const char *name) { Slot(extra, name, kEmptyList); }
+AOTB_EXPORT void aotb_extra_set_empty_rows(void *extra, const char *name, size_t rows) {
+  AttrValue &v = Slot(extra, name, kEmptyRows);
+  v.i2.assign(rows, {});
+  v.f2.assign(rows, {});
+}
 
 AOTB_EXPORT void aotb_set_python_api(void *get_buffer, void *release_buffer, void *tuple_size, void *tuple_item,
                                      void *err_clear, void *save_thread, void *restore_thread) {

@@ -1,4 +1,5 @@
-// Test kernels for tests/test_trust.py (concurrency, fork, the guarded first call, floating-point mode).
+// Test kernels for tests/test_concurrency.py (threads, fork), test_guard.py (the guarded first call) and
+// test_fast_math.py (floating-point mode).
 //
 //   Scratch   one float32 input x, one output of x's shape: copies x into workspace 0 (4 bytes per element, as
 //             Init asks), sleeps the int attribute "sleep_us" microseconds so that other calls run meanwhile, then

@@ -1,0 +1,197 @@
+"""Bad values are clear aotbench errors raised before any allocation or call, naming the value and the limit.
+
+Each case here used to escape as something else: a dim of 2**63 wrapped to -2**63, a 4 TiB output reached numpy
+(``MemoryError``) or, isolated, a 4 TiB ``/dev/shm`` arena; 65 dimensions reached numpy's ``ValueError``; a lone
+surrogate in a string attribute failed at the first call with ``UnicodeEncodeError``; ``attrs=[("k", 1)]`` and
+``cache_dir=123`` were ``AttributeError`` and ``TypeError``; ``[[]]`` could not be read as float rows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotbench
+from aotbench import memory
+from aotbench.isolate import SHM_PREFIX
+
+KERNEL = Path(__file__).resolve().parent / "kernels" / "trust_inputs.cc"
+
+
+def op(name: str, **kw) -> aotbench.Op:
+    return aotbench.Custom(f"{KERNEL}:{name}", None, np.float32, **kw)
+
+
+def calls(o: aotbench.Op) -> int:
+    """How many times Sized, SizedInit and SizedInferShape have run in this process."""
+    fn = o.library.handle.trust_calls
+    fn.restype = ctypes.c_int64
+    return fn()
+
+
+def printable(err: BaseException) -> str:
+    """The message, checked to be writable to a UTF-8 terminal or notebook (a lone surrogate would not be)."""
+    text = str(err)
+    text.encode("utf-8")
+    return text
+
+
+# -- dims and ranks ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dims", [(2**63,), (2**64 + 5, 1), (3, 2**70)])
+def test_infer_shape_refuses_dims_outside_int64(dims):
+    """op.infer_shape with a dim the kernel cannot read as int64_t is a ShapeError naming the dim, not a wrapped
+    value returned as the answer."""
+    echo = op("Echo")
+    with pytest.raises(aotbench.ShapeError) as info:
+        echo.infer_shape(dims)
+    bad = next(d for d in dims if not 0 <= d < 2**63)
+    assert str(bad) in printable(info.value) and "int64" in str(info.value)
+
+
+def test_infer_shape_passes_large_valid_dims_through(rng):
+    """The largest int64 dims still arrive as they are (the refusal is not a lower limit in disguise)."""
+    echo = op("Echo")
+    dims = (2**63 - 1, int(rng.integers(1, 2**40)))
+    assert echo.infer_shape(dims) == dims
+    assert echo.infer_shape((None, 5)) == (None, 5)
+
+
+def test_out_shape_dim_beyond_int64_is_a_shape_error(rng):
+    """A static out_shape with a dim above 2**63 - 1 is refused at the call, with the dim named."""
+    bad = aotbench.Custom(f"{KERNEL}:Echo", (2**64 + 5,), np.float32)
+    with pytest.raises(aotbench.ShapeError, match=str(2**64 + 5)):
+        bad(rng.standard_normal(3).astype(np.float32))
+
+
+@pytest.mark.parametrize("how", ["InferShape", "out_shape"])
+def test_output_rank_above_64_is_a_shape_error(how, rng):
+    """65 dimensions, from InferShape or from out_shape, is a ShapeError naming 65 and the limit, before the
+    kernel runs; 64 dimensions works."""
+    x = rng.standard_normal(4).astype(np.float32)
+    if how == "InferShape":
+        ranked = lambda rank: op("Ranked", attrs={"rank": rank})
+    else:
+        ranked = lambda rank: aotbench.Custom(f"{KERNEL}:Ranked", (1,) * rank, np.float32)
+    with pytest.raises(aotbench.ShapeError) as info:
+        ranked(65)(x)
+    assert "65 dimensions" in printable(info.value) and "64" in str(info.value)
+    out = ranked(64)(x)
+    assert out.shape == (1,) * 64 and out.ravel()[0] == 7.0
+    if how == "InferShape":
+        with pytest.raises(aotbench.ShapeError, match="65 dimensions"):
+            ranked(65).infer_shape((4,))
+
+
+# -- memory --------------------------------------------------------------------------------------------------
+
+def test_output_larger_than_memory_is_refused_before_anything_runs(rng):
+    """A 4 TiB output (float32, 2**40 elements) and one of 1.5x this machine's memory are ShapeErrors naming the
+    size and the limit; Init and the kernel never run."""
+    x = rng.standard_normal(3).astype(np.float32)
+    limit = memory.host_limit_bytes()
+    for n in (2**40, limit * 3 // 2 // 4):
+        sized = op("Sized", attrs={"n": n, "ws": 16})
+        before = calls(sized)
+        with pytest.raises(aotbench.ShapeError) as info:
+            sized(x)
+        text = printable(info.value)
+        assert memory.size_text(n * 4) in text and memory.size_text(limit) in text and "memory" in text
+        assert calls(sized) == before + 1  # InferShape only: no Init, no kernel, no allocation
+    fits = op("Sized", attrs={"n": 1000, "ws": 16})
+    assert fits(x)[0] == 1.0
+
+
+def test_workspace_larger_than_memory_is_refused_before_allocating(rng):
+    """Init asking for twice this machine's memory is a WorkspaceError (a MemoryError too) naming the bytes; the
+    kernel never runs."""
+    limit = memory.host_limit_bytes()
+    sized = op("Sized", attrs={"n": 4, "ws": 2 * limit})
+    before = calls(sized)
+    with pytest.raises(aotbench.WorkspaceError) as info:
+        sized(rng.standard_normal(3).astype(np.float32))
+    assert isinstance(info.value, MemoryError)
+    assert str(2 * limit) in printable(info.value) and memory.size_text(limit) in str(info.value)
+    assert calls(sized) == before + 2  # InferShape and Init, not the kernel
+
+
+def _arenas() -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in Path("/dev/shm").glob(f"{SHM_PREFIX}{os.getpid()}_*")}
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+def test_isolated_output_larger_than_memory_makes_no_arena(rng):
+    """Under isolate=True the worker refuses the 4 TiB output while planning: the parent never creates (or grows
+    to) an arena of that size, and the op still works for a sane size afterwards."""
+    x = rng.standard_normal(3).astype(np.float32)
+    sized = op("Sized", attrs={"n": 2**40, "ws": 16}, isolate=True)
+    with pytest.raises(aotbench.ShapeError, match="4.0 TiB"):
+        sized(x)
+    assert all(size < 1 << 30 for size in _arenas().values()), _arenas()
+    small = op("Sized", attrs={"n": 9, "ws": 16}, isolate=True)
+    out = small(x)
+    assert out.shape == (9,) and out[0] == 1.0
+
+
+# -- attribute values and arguments --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["a\ud800", "\udfff", "ok \udc80 then"])
+def test_lone_surrogate_string_is_refused_when_the_op_is_made(value):
+    """A string attribute that cannot be UTF-8 is an AttrError from Custom, naming the attribute (and the message
+    itself stays printable)."""
+    with pytest.raises(aotbench.AttrError) as info:
+        aotbench.Custom(f"{KERNEL}:Echo", None, np.float32, attrs={"label": value})
+    assert "'label'" in printable(info.value) and "surrogate" in str(info.value)
+
+
+def test_lone_surrogate_attribute_name_is_refused():
+    with pytest.raises(aotbench.AttrError) as info:
+        aotbench.Custom(f"{KERNEL}:Echo", None, np.float32, attrs={"k\ud800": 1})
+    assert "not valid" in printable(info.value)
+
+
+@pytest.mark.parametrize("attrs,example", [
+    ([("k", 1)], "attrs={'k': 1}"),
+    ((("a", 2.5), ("b", [1, 2])), "attrs={'a': 2.5, 'b': [1, 2]}"),
+    (["k"], "attrs={'k': 1}"),
+    ("k=1", "attrs={'k': 1}"),
+])
+def test_attrs_that_are_not_a_dict_are_an_argument_error(attrs, example):
+    with pytest.raises(aotbench.ArgumentError) as info:
+        aotbench.Custom(f"{KERNEL}:Echo", None, np.float32, attrs=attrs)
+    assert "attrs must be a dict" in str(info.value) and example in str(info.value)
+
+
+@pytest.mark.parametrize("cache_dir", [123, 4.5, b"/tmp/x", ["/tmp"], ""])
+def test_cache_dir_that_is_not_a_path_is_an_argument_error(cache_dir):
+    with pytest.raises(aotbench.ArgumentError) as info:
+        aotbench.Custom(f"{KERNEL}:Echo", None, np.float32, cache_dir=cache_dir)
+    assert "cache_dir must be a directory path" in str(info.value) and repr(cache_dir) in str(info.value)
+
+
+@pytest.mark.parametrize("rows,mode,expected", [
+    ([[]], 0, (1, 0)),
+    ([[]], 1, (1, 0)),
+    ([[], []], 0, (2, 0)),
+    (((), (), ()), 1, (3, 0)),
+    ([[], [4, 5]], 0, (2, 2)),
+    ([[], [0.5]], 1, (2, 1)),
+    ([], 1, (0, 0)),
+    ([], 2, (1, 0)),
+])
+def test_empty_rows_read_as_either_2d_kind(rows, mode, expected, rng):
+    """Like [], a list of empty lists carries no element type, so a kernel may read it as int or float rows."""
+    reader = aotbench.Custom(f"{KERNEL}:Rows", (2,), np.int64, attrs={"rows": rows, "mode": mode})
+    assert tuple(reader(rng.standard_normal(3).astype(np.float32))) == expected
+
+
+def test_empty_rows_are_not_a_flat_list(rng):
+    """[[]] is 2-D: reading it as std::vector<int64_t> is an AttrError naming what it holds and what was asked."""
+    reader = aotbench.Custom(f"{KERNEL}:Rows", (2,), np.int64, attrs={"rows": [[]], "mode": 2})
+    with pytest.raises(aotbench.AttrError) as info:
+        reader(rng.standard_normal(3).astype(np.float32))
+    assert "a list of empty lists" in str(info.value) and "std::vector<int64_t>" in str(info.value)
