@@ -4,12 +4,13 @@ It reads one setup message (the op's recipe, the library and host paths the pare
 ``("ready", pid)``, then serves calls until the request pipe closes: inputs are read from the parent's
 shared-memory arena, the kernel writes its outputs straight into the arena, and the reply says where they are
 (or ``("grow", bytes)`` when they do not fit, or ``("error", ...)`` with the exception to re-raise). A crash
-kills only this process; ``faulthandler`` prints the Python frames to stderr, which the parent shows.
+kills only this process; the native host's crash report writes the native stack to stderr first, which the
+parent turns into the kernel's frames (:mod:`aotbench.native_stack`). A sanitized worker leaves fatal signals
+to the sanitizer, whose report says more.
 """
 
 from __future__ import annotations
 
-import faulthandler
 import mmap
 import os
 import pickle
@@ -56,10 +57,12 @@ class Server:
 
         self._Op = Op
         self.spec = spec
+        self.host = Host(Path(host))
+        if spec.sanitize is None:  # before the kernel's library is loaded: its constructors may crash too
+            self.host.lib.aotb_install_crash_report(sys.stderr.fileno())
         with warnings.catch_warnings():  # the parent has said it already (a fast-math library, say)
             warnings.simplefilter("ignore")
             self.library = load(Path(library), name)
-        self.host = Host(Path(host))
         self.concrete = concrete
         self.ops: dict = {}
         if not concrete:
@@ -144,7 +147,6 @@ class Server:
 
 
 def main(argv: list[str]) -> int:
-    faulthandler.enable(all_threads=True)  # Python frames on SIGSEGV/SIGBUS/SIGABRT/SIGFPE, even on stack overflow
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a call is abandoned
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)

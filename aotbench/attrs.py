@@ -43,6 +43,15 @@ class AttrKind(IntEnum):
         """How a kernel reads it: the ``T`` of ``Attr<T>``."""
         return _CPP[self]
 
+    @property
+    def readable_as(self) -> tuple[AttrKind, ...]:
+        """The kinds a kernel may read a value of this kind as (an empty list carries no element type)."""
+        if self is AttrKind.EMPTY_LIST:
+            return (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D)
+        if self is AttrKind.EMPTY_ROWS:
+            return (AttrKind.INT_2D, AttrKind.FLOAT_2D)
+        return (self,)
+
 
 _CPP = {
     AttrKind.MISSING: "(missing)", AttrKind.BOOL: "bool", AttrKind.INT: "int64_t", AttrKind.FLOAT: "float",

@@ -15,6 +15,12 @@ from dataclasses import dataclass
 class AotbenchError(Exception):
     """Base class of every error raised by aotbench."""
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows it: the user's frames and the message, aotbench's own frames left out."""
+        from .tracebacks import user_traceback
+
+        return user_traceback(self)
+
 
 class ToolchainNotFoundError(AotbenchError, FileNotFoundError):
     """The compiler needed for a build (g++ or nvcc) is not installed or not on PATH."""
@@ -272,20 +278,32 @@ class KernelCrashedError(AotbenchError, RuntimeError):
     """An isolated op's worker process died during a call (a signal such as SIGSEGV, or an exit).
 
     ``signal`` is the signal's name (``"SIGSEGV"``) or ``None`` when the worker exited with ``exitcode``;
-    ``function`` the kernel; ``stderr`` what the worker printed before it died (``faulthandler``'s Python frames,
-    and the kernel's own output). The parent process is unharmed and the next call starts a fresh worker.
+    ``function`` the kernel; ``stderr`` everything the worker wrote to stderr; ``frames`` where the kernel was
+    when it died, innermost first (from the native crash report: function, and file:line with ``-g``);
+    ``output`` what the kernel itself printed. The parent process is unharmed and the next call starts a fresh
+    worker.
     """
 
-    def __init__(self, function: str, signal: str | None, exitcode: int | None, stderr: str = ""):
+    def __init__(self, function: str, signal: str | None, exitcode: int | None, stderr: str = "",
+                 frames: Sequence[str] = (), output: str | None = None, hint: str = ""):
         self.function = function
         self.signal = signal
         self.exitcode = exitcode
         self.stderr = stderr
+        self.frames = list(frames)
+        self.output = stderr if output is None else output
         how = f"was killed by {signal}" if signal else f"exited with status {exitcode}"
-        msg = (f"{function} crashed: its isolated worker process {how}. Your Python process is unharmed; the "
-               "next call starts a fresh worker.")
-        tail = "\n".join(stderr.rstrip().splitlines()[-40:])
-        super().__init__(f"{msg}\nworker stderr:\n{tail}" if tail else msg)
+        parts = [(f"{function} crashed: its isolated worker process {how}. Your Python process is unharmed; the "
+                 "next call starts a fresh worker.")]
+        if self.frames:
+            parts += ["where it was (innermost call first):", *self.frames]
+        if hint:
+            parts.append(hint)
+        tail = "\n".join(self.output.rstrip().splitlines()[-40:])
+        if tail:
+            parts += ["what the worker printed:" if output is None else "what the kernel printed before it died:",
+                      tail]
+        super().__init__("\n".join(parts))
 
 
 class KernelTimeoutError(AotbenchError, TimeoutError):

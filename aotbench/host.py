@@ -40,6 +40,7 @@ _SIGNATURES = {
     "aotb_host_version": ([], _c_int),
     "aotb_host_call_size": ([], _c_int),
     "aotb_host_extra_size": ([], _c_int),
+    "aotb_install_crash_report": ([_c_int], _c_int),
     "aotb_extra_new": ([], _c_void_p),
     "aotb_extra_free": ([_c_void_p], _c_int),
     "aotb_extra_workspace_count": ([_c_void_p], _c_int64),
@@ -217,8 +218,9 @@ class Host:
                    "CustomRegOp(...).attr(...).")
         else:
             value = next((a.value for a in attrs if a.name == name), None)
+            readable = " or ".join(f"Attr<{k.cpp}>" for k in registered.readable_as)
             msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it is registered as "
                    f"{registered.cpp} (value {value!r}); there is no implicit conversion. Read it as "
-                   f"Attr<{registered.cpp}> or register a value of the matching Python type. "
+                   f"{readable} or register a value of the matching Python type. "
                    f"Registered attributes: {listing}.")
         return AttrError(msg, name=name, requested=requested.cpp, registered=registered.cpp, names=names)

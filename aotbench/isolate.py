@@ -12,8 +12,9 @@ The parent keeps everything an :class:`~aotbench.op.Op` has (the library is load
   the arena, and the parent copies them out into fresh arrays. The worker plans the call (InferShape, Init) and
   answers "grow" when the arena is too small for the outputs; the arena only grows, so that happens rarely.
 * a worker that dies (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, a stack overflow, ``exit``) gives
-  :class:`~aotbench.errors.KernelCrashedError` with the signal and what it printed to stderr (``faulthandler``
-  is on in the worker); a call longer than ``timeout_s`` kills it and gives
+  :class:`~aotbench.errors.KernelCrashedError` with the signal, the kernel's native frames (the host's crash
+  report, read by :mod:`aotbench.native_stack`) and what the kernel printed; a call longer than ``timeout_s``
+  kills it and gives
   :class:`~aotbench.errors.KernelTimeoutError`; an interrupted call (Ctrl-C) kills it too. The next call starts
   a fresh worker. Errors the kernel reports normally (``KernelError``, ``AttrError`` ...) come back as the same
   class with the same message and fields.
@@ -39,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from . import build, rules, sanitize
+from . import build, native_stack, rules, sanitize
 from .dtypes import dtype_string
 from .errors import ArgumentError, KernelCrashedError, KernelTimeoutError
 from .guard import warn_findings
@@ -380,10 +381,25 @@ class IsolatedOp(Op):
         except KernelCrashedError as crash:
             if spec.sanitize and ("Sanitizer" in crash.stderr or "runtime error:" in crash.stderr):
                 raise sanitize.SanitizerError(crash, spec.sanitize, self._cell_sources()) from None
-            raise
+            raise self._with_kernel_frames(crash) from None
         if findings:  # what the worker's guarded first call of this signature found
             warn_findings(self.name, [tuple(a.shape) for a in arrays], findings)
         return outs[0] if spec.n_outputs == 1 else tuple(outs)
+
+    def _with_kernel_frames(self, crash: KernelCrashedError) -> KernelCrashedError:
+        """The crash with the worker's native crash report turned into the kernel's frames (unchanged when the
+        worker wrote none: it exited, or was killed by SIGKILL)."""
+        report = native_stack.parse(crash.stderr, str(self._host.path))
+        if not report.found:
+            return crash
+        sources = self._cell_sources()
+        if self.source_path is not None and self.source is not None:
+            sources.setdefault(self.source_path.name, self.source)
+        frames = native_stack.describe(report.frames, sources, report.complete)
+        hint = "" if any(" at " in f for f in frames) or not frames else (
+            "(the library has no line information: build it with flags=['-g'] to see file and line)")
+        return KernelCrashedError(crash.function, crash.signal, crash.exitcode, crash.stderr, frames,
+                                  report.output, hint)
 
     def _cell_sources(self) -> dict[str, str]:
         """``{"<cell>": the cell's text}`` for a kernel written from a cell, so reports can show its lines."""

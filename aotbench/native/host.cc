@@ -8,6 +8,12 @@
 // Error protocol: every aotb_call_* returns one of the AOTB_* codes below; on AOTB_EXCEPTION or
 // AOTB_ATTR_ERROR the details are in thread-local state read by the aotb_error_* functions.
 
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <ucontext.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -221,6 +227,105 @@ int RunKernel(const AotbCall *c, void **params, void *stream) {
 }
 
 }  // namespace
+
+// -- crash report (an isolated op's worker only) ------------------------------------------------------------
+// On a fatal signal, writes where the process was to a file descriptor in lines the parent parses
+// (aotbench/native_stack.py), then dies of the same signal:
+//   aotbench-native-stack <signal number>
+//   aotbench-pc <module-relative hex offset> <module path>          the faulting instruction
+//   aotbench-frame <module-relative hex offset> <symbol or -> <module path>   innermost first
+//   aotbench-native-stack-end
+// Only async-signal-safe calls in practice (write, backtrace after a warm-up, dladdr); it runs on its own stack
+// so that a stack overflow in the kernel is reported too.
+namespace {
+int g_crash_fd = 2;
+
+void CrashWrite(const char *text) {
+  size_t n = strlen(text);
+  while (n > 0) {
+    ssize_t w = write(g_crash_fd, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void CrashWriteHex(uintptr_t value) {
+  char buf[2 + 2 * sizeof(uintptr_t) + 1];
+  char *end = buf + sizeof(buf) - 1;
+  *end = '\0';
+  char *at = end;
+  do {
+    *--at = "0123456789abcdef"[value & 0xF];
+    value >>= 4;
+  } while (value != 0);
+  *--at = 'x';
+  *--at = '0';
+  CrashWrite(at);
+}
+
+void CrashWriteLocation(const char *tag, void *address, bool with_symbol) {
+  Dl_info info;
+  CrashWrite(tag);
+  if (dladdr(address, &info) != 0 && info.dli_fname != nullptr) {
+    CrashWriteHex(reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(info.dli_fbase));
+    if (with_symbol) {
+      CrashWrite(" ");
+      CrashWrite(info.dli_sname != nullptr ? info.dli_sname : "-");
+    }
+    CrashWrite(" ");
+    CrashWrite(info.dli_fname);
+  } else {
+    CrashWriteHex(reinterpret_cast<uintptr_t>(address));
+    CrashWrite(with_symbol ? " - ?" : " ?");
+  }
+  CrashWrite("\n");
+}
+
+void *FaultingPc(void *context) {
+  auto *uc = static_cast<ucontext_t *>(context);
+#if defined(__x86_64__)
+  return reinterpret_cast<void *>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return reinterpret_cast<void *>(uc->uc_mcontext.pc);
+#else
+  (void)uc;
+  return nullptr;
+#endif
+}
+
+void CrashReport(int sig, siginfo_t *, void *context) {
+  char number[4] = {static_cast<char>('0' + sig / 10 % 10), static_cast<char>('0' + sig % 10), '\n', '\0'};
+  CrashWrite("\naotbench-native-stack ");
+  CrashWrite(number);
+  void *pc = FaultingPc(context);
+  if (pc != nullptr) CrashWriteLocation("aotbench-pc ", pc, false);
+  void *frames[64];
+  int n = backtrace(frames, 64);
+  for (int i = 0; i < n; ++i) CrashWriteLocation("aotbench-frame ", frames[i], true);
+  CrashWrite("aotbench-native-stack-end\n");
+  raise(sig);  // the handler was reset (SA_RESETHAND) and the signal is not blocked (SA_NODEFER): die of it
+}
+}  // namespace
+
+AOTB_EXPORT int aotb_install_crash_report(int fd) {
+  g_crash_fd = fd;
+  void *warm[2];
+  backtrace(warm, 2);  // the first call loads libgcc_s: do it now, not inside a signal handler
+  static char alt_stack[1 << 16];
+  stack_t ss = {};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof(alt_stack);
+  if (sigaltstack(&ss, nullptr) != 0) return -1;
+  struct sigaction sa = {};
+  sa.sa_sigaction = CrashReport;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {
+    if (sigaction(sig, &sa, nullptr) != 0) return -1;
+  }
+  return 0;
+}
 
 AOTB_EXPORT int aotb_host_version() { return kHostVersion; }
 AOTB_EXPORT int aotb_host_call_size() { return static_cast<int>(sizeof(AotbCall)); }
