@@ -18,7 +18,10 @@ with :class:`~aotbench.errors.ContractWarning` for findings.
 
 from __future__ import annotations
 
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -270,14 +273,33 @@ def first_call(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) 
     return result[0] if len(result) == 1 else result
 
 
+_collectors = threading.local()  # per thread: a list that takes the warnings instead (see collected_warnings)
+
+
+@contextmanager
+def collected_warnings() -> Iterator[list[ContractWarning]]:
+    """While the block runs, this thread's guarded first calls append their ContractWarning to the list it
+    yields instead of issuing it (the explore panel shows them itself; other threads are not affected)."""
+    previous = getattr(_collectors, "sink", None)
+    _collectors.sink = sink = []
+    try:
+        yield sink
+    finally:
+        _collectors.sink = previous
+
+
 def warn_findings(name: str, shapes: list, findings: list[str]) -> None:
     """One ContractWarning for what a guarded first call found, pointed at the user's line."""
     listing = "\n".join(f"  - {f}" for f in findings)
-    warnings.warn(ContractWarning(
+    warning = ContractWarning(
         f"{name}, first call with input shapes {', '.join(map(str, shapes))} (a guarded call):\n{listing}\n"
-        "op.check(...) gives the full report; guard=False (--no-guard) turns this first-call check off."),
-        stacklevel=user_stacklevel())
+        "op.check(...) gives the full report; guard=False (--no-guard) turns this first-call check off.")
+    sink = getattr(_collectors, "sink", None)
+    if sink is not None:
+        sink.append(warning)
+    else:
+        warnings.warn(warning, stacklevel=user_stacklevel())
 
 
-__all__ = ["GUARD_BEFORE", "BufferReport", "Device", "GuardReport", "GuardedRun", "first_call", "guard_after",
-           "run_guarded"]
+__all__ = ["GUARD_BEFORE", "BufferReport", "Device", "GuardReport", "GuardedRun", "collected_warnings", "first_call",
+           "guard_after", "run_guarded", "warn_findings"]

@@ -28,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the notebook extra
     raise ImportError("op.explore needs ipywidgets: pip install 'aotbench[notebook]'") from exc
 
-from . import accuracy, exploration, gpu, plots
+from . import accuracy, exploration, gpu, guard, plots
 from .attrs import AttrKind, TypedAttr
 from .debounce import Debouncer
 from .errors import AotbenchError, ArgumentError
@@ -146,6 +146,7 @@ class ExplorePanel(W.VBox):
         self.stats = _html("aotb-stats")
         self.timing = _html("aotb-timing")
         self.error = _html("aotb-error")
+        self.warning = _html("aotb-warning")  # what the guarded first call of a new shape found
         self.status = _html("aotb-status")
         self.plot = W.Image(format="png", layout=W.Layout(width=f"{PLOT_WIDTH_PX}px"))
         self.plot.add_class("aotb-plot")
@@ -155,7 +156,7 @@ class ExplorePanel(W.VBox):
         if self.dims:
             columns.append(W.VBox([W.HTML("<b>dimensions</b>"), *self.dims.values()]))
         super().__init__([self.title, W.HBox(columns), self.shape, W.HBox([self.stats, self.timing]), self.plot,
-                          self.error, self.status])
+                          self.warning, self.error, self.status])
         self.add_class("aotb-explore")
 
         self._debouncer = Debouncer(self._run_safely, debounce_ms)
@@ -266,14 +267,18 @@ class ExplorePanel(W.VBox):
 
     def _run_safely(self) -> None:
         started = time.perf_counter()
+        self.warning.value = ""
         try:
             self._run()
             self.error.value = ""
         except Exception as exc:  # noqa: BLE001 - every failure is shown in the panel, never raised
             self.last = {"attrs": self._settings_or_empty(), "error": exc}
             self.error.value = self._error_html(exc)
+            # Nothing of the previous run stays next to the error: its numbers and plot are not this setting's.
             self.stats.value = f"<span style='{FAIL_STYLE}' class='aotb-fail'>error</span>"
             self.timing.value = ""
+            self.plot.value = b""
+            self.plot.layout.display = "none"
         self.runs += 1
         isolated = " · isolated worker" if self.op.spec.isolate else ""
         self.status.value = (f"<small>run {self.runs} · {1e3 * (time.perf_counter() - started):.0f} ms"
@@ -292,8 +297,14 @@ class ExplorePanel(W.VBox):
         same = shapes == [e.shape for e in self.examples]
         inputs = self.examples if same else exploration.random_inputs(self.examples, shapes, self._rng)
         inputs = gpu.to_device_like(op, inputs)  # a gpu op (and its reference) get device arrays
-        output = op(*inputs)
-        result: dict[str, Any] = {"attrs": attrs, "shapes": shapes, "inputs": inputs, "output": output}
+        with guard.collected_warnings() as found:  # shown here, not in the notebook's stderr
+            output = op(*inputs)
+        result: dict[str, Any] = {"attrs": attrs, "shapes": shapes, "inputs": inputs, "output": output,
+                                  "warnings": [str(w) for w in found]}
+        if found:
+            self.warning.value = "".join(
+                f"<pre style='color:#9a6700;white-space:pre-wrap'><b>ContractWarning</b>: {html.escape(str(w))}</pre>"
+                for w in found)
         expected = None
         if self.reference is not None:
             ref_kwargs = exploration.attrs_for_reference(self.reference, attrs)  # inspected once, not per call
@@ -306,6 +317,7 @@ class ExplorePanel(W.VBox):
         self.last = result
         # Numbers and plot first (the browser shows each as soon as it is set), timings last: they take longest.
         self.plot.value = plots.to_png(self._figure(output, expected), dpi=PLOT_DPI)
+        self.plot.layout.display = None
         result["timing"] = timing = bench(op, *inputs, budget_ms=self.budget_ms, min_samples=PANEL_MIN_SAMPLES)
         text = f"<b>op</b> {format_ns(timing.median_ns)} (IQR {format_ns(timing.iqr_ns)})"
         if self.reference is not None:

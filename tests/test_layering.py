@@ -17,7 +17,8 @@ CORE = ["aotbench", "aotbench.errors", "aotbench.attrs", "aotbench.dtypes", "aot
         "aotbench.check", "aotbench.cache_admin", "aotbench.isolate", "aotbench._worker", "aotbench.sanitize",
         "aotbench.timing", "aotbench.accuracy", "aotbench.tables", "aotbench.bandwidth",
         "aotbench.comparison", "aotbench.sweeping", "aotbench.exploration", "aotbench.debounce",
-        "aotbench.gpu", "aotbench.gpu_timing", "aotbench.gpu_sanitize", "aotbench._gpu_call"]
+        "aotbench.gpu", "aotbench.gpu_timing", "aotbench.gpu_sanitize", "aotbench._gpu_call",
+        "aotbench.guard", "aotbench.fpenv", "aotbench.memory", "aotbench.native_stack", "aotbench.tracebacks"]
 UI = ["IPython", "ipywidgets", "matplotlib", "cupy", "tqdm"]
 
 

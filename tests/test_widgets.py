@@ -101,6 +101,35 @@ def test_a_kernel_error_lands_in_the_panel_and_the_controls_keep_working(panel):
     assert text(panel.error) == "" and "aotb-pass" in text(panel.stats)
 
 
+def test_after_an_error_nothing_of_the_previous_run_is_shown(panel):
+    """The panel after an error shows the error alone: no plot, numbers or timings from the run before it (they
+    were another setting's), and the next good run brings them back."""
+    assert panel.plot.value and "max abs error" in text(panel.stats) and text(panel.timing)
+    panel.controls["axis"].value = -1
+    assert "KernelError" in text(panel.error)
+    assert panel.plot.value == b"" and panel.plot.layout.display == "none"
+    assert "max abs error" not in text(panel.stats) and "aotb-pass" not in text(panel.stats)
+    assert text(panel.timing) == "" and "output" not in panel.last
+    panel.controls["axis"].value = 0
+    assert panel.plot.value[:8] == b"\x89PNG\r\n\x1a\n" and panel.plot.layout.display is None
+    assert "aotb-pass" in text(panel.stats) and text(panel.timing) and text(panel.error) == ""
+
+
+def test_contract_warnings_of_a_new_shape_are_shown_in_the_panel(rng, recwarn):
+    """What the guarded first call of a new shape found (the tutorial kernel reads a workspace it never filled,
+    so poison reaches its output) is shown in the panel's own warning line, not on the notebook's stderr; a
+    correct kernel's panel shows none."""
+    tutorial = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce_tutorial.cc") + ":CustomKernel", None,
+                               np.float32, attrs={"axis": 1, "keep_dim": False})
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    panel = tutorial.explore(x, x, reference=reference, debounce_ms=0, budget_ms=2)
+    assert "ContractWarning" in text(panel.warning) and "read the rest" in text(panel.warning)
+    assert "workspace 0" in panel.last["warnings"][0] and "aotb-fail" in text(panel.stats)
+    assert not [w for w in recwarn if issubclass(w.category, aotbench.ContractWarning)]
+    good = add_reduce().explore(x, x, reference=reference, debounce_ms=0, budget_ms=2)
+    assert text(good.warning) == "" and good.last["warnings"] == []
+
+
 def test_a_wrong_reference_fails_the_badge_with_the_error_size(xy):
     def off_by_a_bit(x, y):
         return (x + y).sum(axis=1) + 0.5
