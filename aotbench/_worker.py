@@ -80,17 +80,21 @@ class Server:
                 del self.ops[next(iter(self.ops))]
         return op
 
+    def _release(self) -> None:
+        """Unmap the arena (its pages are freed once the parent, which unlinked it, has unmapped it too)."""
+        old, self.arena, self.arena_name = self.arena, None, None
+        if old is not None:
+            try:
+                old.close()
+            except BufferError:
+                pass
+
     def _attach(self, name: str, size: int) -> mmap.mmap:
         if name != self.arena_name:
             import _posixshmem  # what multiprocessing.shared_memory uses; mapping it directly registers nothing
                                 # with a resource tracker (which would unlink the parent's arena when we exit)
 
-            old, self.arena, self.arena_name = self.arena, None, None
-            if old is not None:
-                try:
-                    old.close()
-                except BufferError:
-                    pass
+            self._release()
             fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
             try:
                 self.arena = mmap.mmap(fd, size)
@@ -105,7 +109,11 @@ class Server:
         from .op import MAX_PLANS
         from .plan import make_plan
 
-        name, size, metas, extras, override, out_start = pickle.loads(request)
+        message = pickle.loads(request)
+        if message == "release":  # the parent is about to replace the arena: let go of the old one's pages first
+            self._release()
+            return pickle.dumps(("released", None), protocol=5)
+        name, size, metas, extras, override, out_start = message
         mm = self._attach(name, size)
         op = self._op(override)
         inputs = tuple(np.ndarray(shape, dtype, buffer=mm, offset=off) for off, shape, dtype in metas)

@@ -306,6 +306,10 @@ class KernelCrashedError(AotbenchError, RuntimeError):
         super().__init__("\n".join(parts))
 
 
+class IsolationMemoryError(AotbenchError, MemoryError):
+    """An isolated call needs more shared memory (/dev/shm) than is free: refused before anything is written."""
+
+
 class KernelTimeoutError(AotbenchError, TimeoutError):
     """An isolated op's call ran longer than ``timeout_s``; its worker was killed (the next call starts a fresh
     one)."""

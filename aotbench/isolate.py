@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from . import build, native_stack, rules, sanitize
+from . import build, memory, native_stack, rules, sanitize
 from .dtypes import dtype_string
-from .errors import ArgumentError, KernelCrashedError, KernelTimeoutError
+from .errors import ArgumentError, IsolationMemoryError, KernelCrashedError, KernelTimeoutError
 from .guard import warn_findings
 from .op import Op
 
@@ -61,6 +61,23 @@ def _forget_channels_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_channels_after_fork)
+
+
+def _fitting_arena_size(need: int, wanted: int) -> int:
+    """``wanted`` bytes of arena, or just ``need`` when /dev/shm cannot hold that much; a clear error when it
+    cannot hold ``need``. (Shared memory is sparse: an arena larger than the free space is created without
+    complaint, and the process that first touches a page beyond it dies of SIGBUS: Docker's /dev/shm is 64 MiB.)"""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return wanted  # no /dev/shm to ask (another system): multiprocessing will say what it can
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise IsolationMemoryError(
+            f"an isolated call passes its inputs and outputs through shared memory, and this one needs "
+            f"{memory.size_text(need)} but /dev/shm has only {memory.size_text(free)} free. Use smaller inputs, "
+            "free or enlarge /dev/shm (Docker: --shm-size=4g), or call the op without isolate=True.")
+    return wanted if wanted <= free else need
 
 
 def _align(n: int) -> int:
@@ -207,13 +224,20 @@ class _Channel:
             except BufferError:
                 pass  # a view is still exported; the mapping goes when it does
 
-    def _ensure_arena(self, need: int) -> SharedMemory:
+    def _ensure_arena(self, worker: _Worker, function: str, need: int) -> SharedMemory:
+        """An arena of at least ``need`` bytes. Replacing a smaller one, the worker first unmaps it, so that its
+        pages are free before the new arena is written (a small /dev/shm must not hold both)."""
         arena = self.arena
         if arena is None or arena.size < need:
+            if arena is not None:
+                kind, _ = self._roundtrip(worker, pickle.dumps("release", protocol=5), function, START_TIMEOUT_S)
+                if kind != "released":  # pragma: no cover - the worker answers nothing else to "release"
+                    raise KernelCrashedError(function, None, None, f"the worker answered {kind!r} to release")
             self._drop_arena()
             size = MIN_ARENA
             while size < need:
                 size *= 2
+            size = _fitting_arena_size(need, size)
             self.arena = arena = SharedMemory(name=arena_name(), create=True, size=size)
         return arena
 
@@ -235,7 +259,7 @@ class _Channel:
                 metas.append((at, a.shape, a.dtype))
                 at = _align(at + a.nbytes)
             out_start = at
-            arena = self._ensure_arena(max(at, 1))
+            arena = self._ensure_arena(worker, function, max(at, 1))
             copied = None
             while True:
                 if copied is not arena:  # a fresh arena: copy the inputs (again)
@@ -247,7 +271,7 @@ class _Channel:
                 request = pickle.dumps((arena.name, arena.size, metas, extras, override, out_start), protocol=5)
                 kind, payload = self._roundtrip(worker, request, function, timeout_s)
                 if kind == "grow":
-                    arena = self._ensure_arena(payload)
+                    arena = self._ensure_arena(worker, function, payload)
                     continue
                 break
             self._forward_output(worker)

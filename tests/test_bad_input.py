@@ -195,3 +195,47 @@ def test_empty_rows_are_not_a_flat_list(rng):
     with pytest.raises(aotbench.AttrError) as info:
         reader(rng.standard_normal(3).astype(np.float32))
     assert "a list of empty lists" in str(info.value) and "std::vector<int64_t>" in str(info.value)
+
+
+SMALL_SHM = """
+import sys, numpy as np, aotbench
+op = aotbench.Custom(sys.argv[1] + ":Echo", None, np.float32, isolate=True)
+rng = np.random.default_rng()
+for mib in (1, 6, 3):
+    x = rng.standard_normal(mib << 18).astype(np.float32)  # mib MiB of input, as much output
+    try:
+        ok = bool(np.array_equal(op(x), x))
+        print(mib, "ok", ok)
+    except aotbench.AotbenchError as exc:
+        print(mib, type(exc).__name__, str(exc).replace(chr(10), " "))
+"""
+
+
+def _private_small_shm_works() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=8m tmpfs /dev/shm"],
+                           capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _private_small_shm_works(), reason="needs unshare -m and mount (root)")
+def test_isolated_call_larger_than_dev_shm_is_a_clear_error(tmp_path, session_cache):
+    """With an 8 MiB /dev/shm (Docker's is 64 MiB), in a private mount namespace: a call needing 12 MiB of shared
+    memory is an IsolationMemoryError naming both sizes instead of a SIGBUS, and calls that fit still work."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "small_shm.py"
+    script.write_text(SMALL_SHM)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), AOTBENCH_CACHE_DIR=str(session_cache))
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=8m tmpfs /dev/shm && exec "$@"',
+                           "sh", sys.executable, str(script), str(KERNEL)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["1"] == "ok True" and lines["3"] == "ok True", proc.stdout
+    assert lines["6"].startswith("IsolationMemoryError") and "12.0 MiB" in lines["6"] and "/dev/shm" in lines["6"]
