@@ -416,10 +416,12 @@ class IsolatedOp(Op):
         report = native_stack.parse(crash.stderr, str(self._host.path))
         if not report.found:
             return crash
-        sources = self._cell_sources()
-        if self.source_path is not None and self.source is not None:
-            sources.setdefault(self.source_path.name, self.source)
-        frames = native_stack.describe(report.frames, sources, report.complete)
+        sources, aliases = self._cell_sources(), {}
+        if sources and self.source_path is not None:
+            aliases = {self.source_path.name: next(iter(sources))}  # the cell's file: its lines are the cell's
+        elif self.source_path is not None and self.source is not None:
+            sources[self.source_path.name] = self.source
+        frames = native_stack.describe(report.frames, sources, report.complete, aliases)
         hint = "" if any(" at " in f for f in frames) or not frames else (
             "(the library has no line information: build it with flags=['-g'] to see file and line)")
         return KernelCrashedError(crash.function, crash.signal, crash.exitcode, crash.stderr, frames,

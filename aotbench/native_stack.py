@@ -85,10 +85,15 @@ def _kernel_part(frames: list[Frame], pc: Frame | None, host_library: str) -> tu
     return out, False
 
 
-def describe(frames: list[Frame], sources: dict[str, str] | None = None, complete: bool = True) -> list[str]:
+def describe(frames: list[Frame], sources: dict[str, str] | None = None, complete: bool = True,
+             aliases: dict[str, str] | None = None) -> list[str]:
     """One line per frame ("Kernel at kernel.cc:12", "memcpy in libc.so.6 (+0x..)"), the first source line
-    shown, repeated frames counted on one line, at most MAX_FRAMES lines of frames."""
+    shown, repeated frames counted on one line, at most MAX_FRAMES lines of frames. ``aliases`` renames files
+    (a cell's file to "<cell>": its lines are the cell's, after ``#line 1 "<cell>"``, though addr2line names
+    the file itself for DWARF 5 debug information)."""
     names = _addr2line(frames)
+    if aliases:
+        names = {key: (function, _alias(where, aliases)) for key, (function, where) in names.items()}
     lines, shown, repeats = [], False, 0
     previous = None
     for f in frames:
@@ -146,6 +151,11 @@ def _addr2line(frames: list[Frame]) -> dict[tuple[str, int], tuple[str, str]]:
             where = "" if where.startswith("??") or where.endswith((":0", ":?")) else where
             out[(f.module, f.offset)] = (function, _short(where))
     return out
+
+
+def _alias(where: str, aliases: dict[str, str]) -> str:
+    file, _, line = where.rpartition(":")
+    return f"{aliases[file]}:{line}" if file in aliases else where
 
 
 def _short(where: str) -> str:

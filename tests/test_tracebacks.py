@@ -69,17 +69,34 @@ CASES = [
 ]
 
 
+CELL_KERNEL = """%%aot_kernel cpu --isolate --flags "-g" --out-shape "lambda x: x"
+#include <cstdint>
+
+extern "C" int CellCrash(int nparam, void **params, int *ndims, int64_t **shapes,
+                         const char **dtypes, void *stream, void *extra) {
+  float *out = static_cast<float *>(params[1]);
+  float *nowhere = nullptr;
+  out[0] = *nowhere;
+  return 0;
+}
+"""
+CELL_CRASH_LINE = 7  # out[0] = *nowhere; counted in the cell body (the magic line is not part of it)
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, tuple[str, str]]:
-    """Run the cases in one real kernel: {error name: (rendered traceback text, evalue)}."""
+    """Run the cases in one real kernel: {error name: (rendered traceback text, evalue)}, plus "cell crash"."""
     work = tmp_path_factory.mktemp("tracebacks")
-    nb = new_notebook(cells=[new_code_cell(SETUP)] + [
-        new_code_cell(source, metadata={"tags": [notebook_runner.EXPECTED_ERROR_TAG]}) for _, source, _, _ in CASES])
+    expected = {"tags": [notebook_runner.EXPECTED_ERROR_TAG]}
+    nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell("%load_ext aotbench"), new_code_cell(CELL_KERNEL),
+                             new_code_cell("CellCrash(x)", metadata=expected)]
+                      + [new_code_cell(source, metadata=expected) for _, source, _, _ in CASES])
     path = work / "errors.ipynb"
     nbformat.write(nb, path)
     done = notebook_runner.run_notebook(path, work, cell_timeout_s=600)
-    out = {}
-    for (name, _, _, _), cell in zip(CASES, done.cells[1:]):
+    (crash,) = notebook_runner.error_outputs(done.cells[3])
+    out = {"cell crash": (ANSI.sub("", "\n".join(crash["traceback"])), crash["evalue"])}
+    for (name, _, _, _), cell in zip(CASES, done.cells[4:]):
         (error,) = notebook_runner.error_outputs(cell)
         assert error["ename"] == name, (name, error["ename"], error["evalue"])
         out[name] = (ANSI.sub("", "\n".join(error["traceback"])), error["evalue"])
@@ -103,6 +120,16 @@ def test_crash_traceback_names_the_kernels_frames_not_the_workers(rendered):
     assert "_worker.py" not in text and "Fatal Python error" not in text and "aotbench-frame" not in text, text
     line = next(n for n, row in enumerate((KERNELS / "iso_modes.cc").read_text().splitlines(), 1) if "*p = 1;" in row)
     assert f"IsoFault at iso_modes.cc:{line}" in text and "*p = 1;" in text, text
+
+
+@pytest.mark.slow
+def test_a_cell_kernels_crash_names_the_cells_line(rendered):
+    """A %%aot_kernel cell built with -g crashes at a line counted in the cell, shown with its text."""
+    text, evalue = rendered["cell crash"]
+    assert f"CellCrash at <cell>:{CELL_CRASH_LINE}" in evalue and "out[0] = *nowhere;" in evalue, evalue
+    lines = CELL_KERNEL.splitlines()
+    assert lines[CELL_CRASH_LINE].strip() == "out[0] = *nowhere;"  # line 1 is the one after the magic line
+    assert PACKAGE not in text and "CellCrash(x)" in text
 
 
 @pytest.mark.slow
