@@ -8,15 +8,18 @@ come from ``aotbench.examples_dir()``.
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import aotbench
-from aotbench import ContractViolation, KernelError, Op
+from aotbench import ContractViolation, KernelError
 from aotbench.errors import ArgumentError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ipython_shell import aotbench_shell
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 FAULTS = KERNELS / "check_faults.cc"
@@ -431,23 +434,8 @@ def test_check_next_call_on_an_op_already_called_checks_the_next_call_only(fault
 # -- %%aot_kernel --check through IPython's real shell -------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip(tmp_path_factory):
-    from IPython.testing.globalipapp import get_ipython, start_ipython
-
-    started_here = start_ipython()  # a singleton: None when another test module started it first
-    shell = started_here or get_ipython()
-    folder = tmp_path_factory.mktemp("check-notebook")
-    old_cwd = os.getcwd()
-    os.chdir(folder)
-    shell.run_line_magic("load_ext", "aotbench")
-    shell.user_ns["np"] = np
-    yield shell
-    for key in [k for k, v in shell.user_ns.items() if isinstance(v, Op)]:
-        del shell.user_ns[key]
-    os.chdir(old_cwd)
-    if started_here is not None:
-        # tests/test_magic.py calls start_ipython() itself and expects the shell back, not None: let a later
-        # call set up (and return) the same singleton shell again.
-        del start_ipython.already_called
+    with aotbench_shell(tmp_path_factory.mktemp("check-notebook")) as shell:
+        yield shell
 
 
 def test_magic_check_raises_contract_violation_on_the_first_call_only(ip, rng):

@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import ContractViolation, ContractWarning, Op
+from aotbench import ContractViolation, ContractWarning
 from aotbench.guard import MAX_GUARD_AFTER, MIN_GUARD, guard_after
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ipython_shell import aotbench_shell
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ROOT / "tests" / "kernels" / "check_faults.cc"
@@ -215,21 +218,8 @@ def test_isolated_op_first_call_is_guarded_in_the_worker(rng):
 # -- the magic ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip(tmp_path_factory):
-    from IPython.testing.globalipapp import get_ipython, start_ipython
-
-    started_here = start_ipython()
-    shell = started_here or get_ipython()
-    folder = tmp_path_factory.mktemp("guard-notebook")
-    old_cwd = os.getcwd()
-    os.chdir(folder)
-    shell.run_line_magic("load_ext", "aotbench")
-    shell.user_ns["np"] = np
-    yield shell
-    for key in [k for k, v in shell.user_ns.items() if isinstance(v, Op)]:
-        del shell.user_ns[key]
-    os.chdir(old_cwd)
-    if started_here is not None:
-        del start_ipython.already_called
+    with aotbench_shell(tmp_path_factory.mktemp("guard-notebook")) as shell:
+        yield shell
 
 
 def test_cells_are_guarded_by_default_and_no_guard_turns_it_off(ip, rng):
