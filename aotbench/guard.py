@@ -38,12 +38,17 @@ MIN_GUARD = 4096  # at least this many canary bytes after every buffer
 MAX_GUARD_AFTER = 64 << 20  # the guard after a buffer grows with it up to this
 CANARY = 0xCB
 OUTPUT_SENTINEL = 0x5A  # poison byte for integer, bool and other non-float outputs
+OUTPUT_SENTINEL_2 = 0xA5  # the confirming run's (a kernel that really wrote 0x5A bytes writes them again)
+CHUNK_BYTES = 1 << 22  # buffers are inspected this much at a time: memory stays bounded for any output
 # Output poison: quiet NaNs with a payload of their own, so a NaN the kernel computed (which carries the payload
 # of the NaN it read, e.g. workspace poison) is told apart from an element it never wrote.
 _OUTPUT_NAN = {2: np.array([0x7E5A], np.uint16), 4: np.array([0x7FC0A5A5], np.uint32),
                8: np.array([0x7FF8A5A5A5A5A5A5], np.uint64)}
-# Workspace poison: a NaN whether read as float32 (both halves) or float64.
+_OUTPUT_NAN_2 = {2: np.array([0x7E35], np.uint16), 4: np.array([0x7FC05A5A], np.uint32),
+                 8: np.array([0x7FF85A5A5A5A5A5A], np.uint64)}
+# Workspace poison: a NaN whether read as float32 (both halves) or float64; the confirming run's differs.
 WORKSPACE_POISON = np.array([0x7FF800007FC00000], dtype=np.uint64).view(np.uint8)
+WORKSPACE_POISON_2 = np.array([0x7FFD5A5A7FE5A5A5], dtype=np.uint64).view(np.uint8)
 SHOW_INDICES = 5
 ISOLATE_HINT = ("a write further than that would corrupt this process's memory: run the op with isolate=True "
                 "(or %%aot_kernel --isolate) to try it in a worker process")
@@ -69,7 +74,8 @@ class BufferReport:
     unwritten: int = 0  # output elements never written
     first_unwritten: list = field(default_factory=list)
     extent: int = 0  # workspace: one past the furthest byte written
-    nonfinite: int = 0  # output NaN/Inf values among the written ones
+    nonfinite: int = 0  # written output values that are NaN/Inf and changed with the poison
+    changed: int = 0  # written output values that changed with the poison (computed from unwritten memory)
 
 
 @dataclass
@@ -81,6 +87,7 @@ class GuardedRun:
     buffers: list[BufferReport]
     violations: list[str]
     findings: list[str]
+    raw_sizes: list[int] = field(default_factory=list)  # bytes of each output's guarded buffer, guards included
 
 
 @dataclass
@@ -109,19 +116,52 @@ def _guarded(nbytes: int, after: int) -> np.ndarray:
     return raw
 
 
-def output_poison(dtype: np.dtype) -> np.ndarray:
-    """The poison bytes of one element of an output of ``dtype``."""
+def output_poison(dtype: np.dtype, variant: int = 0) -> np.ndarray:
+    """The poison bytes of one element of an output of ``dtype`` (``variant`` 1: a second, different poison,
+    for the confirming run)."""
     part = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
-    if dtype.kind in "fc" and part in _OUTPUT_NAN:
-        return np.tile(_OUTPUT_NAN[part].view(np.uint8), dtype.itemsize // part)
-    return np.full(dtype.itemsize, OUTPUT_SENTINEL, dtype=np.uint8)
+    table = _OUTPUT_NAN if variant == 0 else _OUTPUT_NAN_2
+    if dtype.kind in "fc" and part in table:
+        return np.tile(table[part].view(np.uint8), dtype.itemsize // part)
+    return np.full(dtype.itemsize, OUTPUT_SENTINEL if variant == 0 else OUTPUT_SENTINEL_2, dtype=np.uint8)
 
 
-def _changed(region: np.ndarray, pattern: np.ndarray | int) -> np.ndarray:
-    """Indices of the bytes of ``region`` that differ from a byte value or a repeating byte pattern."""
-    if isinstance(pattern, np.ndarray):
-        pattern = np.resize(pattern, region.size)
-    return np.flatnonzero(region != pattern)
+def _fill(region: np.ndarray, pattern: np.ndarray) -> None:
+    """Fill a byte region with a repeating byte pattern, in place, without a temporary of the region's size."""
+    k, n = pattern.size, region.size
+    whole = n - n % k
+    if k in (1, 2, 4, 8) and region.ctypes.data % k == 0:
+        region[:whole].view(f"u{k}").fill(pattern.view(f"u{k}")[0])
+    elif whole:
+        region[:whole].reshape(-1, k)[:] = pattern
+    region[whole:] = pattern[:n - whole]
+
+
+def _chunks(n: int, step: int, reverse: bool = False) -> Iterator[tuple[int, int]]:
+    starts = range(0, n, step)
+    for start in reversed(starts) if reverse else starts:
+        yield start, min(start + step, n)
+
+
+def _changed_span(region: np.ndarray, pattern: np.ndarray | int) -> tuple[int, int] | None:
+    """The first and last index of the bytes of ``region`` that differ from a byte value or a repeating byte
+    pattern (whose period divides CHUNK_BYTES), or None; scanned in chunks, from each end, so that neither a
+    pattern nor a mask of the region's size is ever built."""
+    pattern = np.array([pattern], np.uint8) if isinstance(pattern, int) else pattern
+    tile = np.tile(pattern, CHUNK_BYTES // pattern.size)
+    first = None
+    for a, b in _chunks(region.size, CHUNK_BYTES):
+        diff = np.flatnonzero(region[a:b] != tile[:b - a])
+        if diff.size:
+            first = a + int(diff[0])
+            break
+    if first is None:
+        return None
+    for a, b in _chunks(region.size, CHUNK_BYTES, reverse=True):
+        diff = np.flatnonzero(region[a:b] != tile[:b - a])
+        if diff.size:
+            return first, a + int(diff[-1])
+    return first, first  # pragma: no cover - the forward scan found a byte
 
 
 class Device:
@@ -149,96 +189,172 @@ class Device:
             raw[:] = mirror.get()
 
 
-def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) -> GuardedRun:
-    """Call ``op``'s kernel once on ``plan`` with guarded, poisoned outputs and workspaces; inspect them.
+@dataclass
+class _Buffers:
+    """One set of guarded, poisoned outputs and workspaces for a call (``variant`` picks the poisons)."""
 
-    ``arrays`` are the inputs as the plan expects them (C-contiguous, native order; device arrays with
-    ``device``). Raises what the kernel's return code or exception says, like any call.
-    """
-    sizes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in plan.outputs]
-    largest = max([a.nbytes for a in arrays] + sizes + [0])
-    outputs, out_raw = [], []
-    for (shape, dtype), nbytes in zip(plan.outputs, sizes):
+    outputs: list[np.ndarray]
+    out_raw: list[np.ndarray]
+    ws_raw: list[np.ndarray]
+
+
+def _prepare(plan: Plan, largest: int, variant: int) -> _Buffers:
+    outputs, out_raw, ws_raw = [], [], []
+    for shape, dtype in plan.outputs:
+        nbytes = _nbytes(shape, dtype)
         raw = _guarded(nbytes, guard_after(nbytes, largest))
-        raw[GUARD_BEFORE:GUARD_BEFORE + nbytes] = np.resize(output_poison(dtype), nbytes)
+        _fill(raw[GUARD_BEFORE:GUARD_BEFORE + nbytes], output_poison(dtype, variant))
         outputs.append(raw[GUARD_BEFORE:GUARD_BEFORE + nbytes].view(dtype).reshape(shape))
         out_raw.append(raw)
-    ws_raw = []
     for requested, allocated in plan.workspaces:
         raw = _guarded(requested, allocated - requested + guard_after(allocated, largest))
-        raw[GUARD_BEFORE:] = np.resize(WORKSPACE_POISON, raw.size - GUARD_BEFORE)
+        _fill(raw[GUARD_BEFORE:], WORKSPACE_POISON if variant == 0 else WORKSPACE_POISON_2)
         ws_raw.append(raw)
+    return _Buffers(outputs, out_raw, ws_raw)
 
+
+def _nbytes(shape, dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _call(op: Op, plan: Plan, arrays: tuple, buffers: _Buffers, device: Device | None) -> None:
     if device is not None:
-        device.run(plan, arrays, out_raw + ws_raw)
-    else:
-        pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs] + \
-            [r.ctypes.data + GUARD_BEFORE for r in ws_raw]
-        code = op._call_pointers(plan, pointers)
-        if code:
-            op._host.raise_for(code, op.name, 0, plan.attrs)
+        device.run(plan, arrays, buffers.out_raw + buffers.ws_raw)
+        return
+    pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in buffers.outputs] + \
+        [r.ctypes.data + GUARD_BEFORE for r in buffers.ws_raw]
+    code = op._call_pointers(plan, pointers)
+    if code:
+        op._host.raise_for(code, op.name, 0, plan.attrs)
+
+
+def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) -> GuardedRun:
+    """Call ``op``'s kernel on ``plan`` with guarded, poisoned outputs and workspaces; inspect them.
+
+    ``arrays`` are the inputs as the plan expects them (C-contiguous, native order; device arrays with
+    ``device``). Raises what the kernel's return code or exception says, like any call. When output elements
+    look unwritten or NaN/Inf, or a workspace was not written to its end, the kernel runs once more on buffers
+    with other poisons, and only what the two
+    runs agree on is reported: an element is unwritten if it holds each run's poison, and a written value came
+    from memory the kernel never wrote if it changed with the poison (a kernel that writes the poison's bytes
+    itself, or computes a real NaN, is not blamed).
+    """
+    sizes = [_nbytes(shape, dtype) for shape, dtype in plan.outputs]
+    largest = max([a.nbytes for a in arrays] + sizes + [0])
+    first = _prepare(plan, largest, 0)
+    _call(op, plan, arrays, first, device)
+    suspicious = any(_suspicious(dtype, out) for (_, dtype), out in zip(plan.outputs, first.outputs)) or any(
+        _unfilled(raw, requested) for (requested, _), raw in zip(plan.workspaces, first.ws_raw))
+    second = None
+    if suspicious:
+        second = _prepare(plan, largest, 1)
+        _call(op, plan, arrays, second, device)
 
     violations: list[str] = []
     findings: list[str] = []
-    buffers = [_inspect_output(f"output {i}", shape, dtype, raw, data, violations, findings)
-               for i, ((shape, dtype), raw, data) in enumerate(zip(plan.outputs, out_raw, outputs))]
+    buffers = [_inspect_output(f"output {i}", shape, dtype, first.out_raw[i], first.outputs[i],
+                               second.outputs[i] if second else None, violations, findings)
+               for i, (shape, dtype) in enumerate(plan.outputs)]
     buffers += [_inspect_workspace(f"workspace {j}", requested, allocated, raw, violations, findings)
-                for j, ((requested, allocated), raw) in enumerate(zip(plan.workspaces, ws_raw))]
-    if any(b.nonfinite for b in buffers):
+                for j, ((requested, allocated), raw) in enumerate(zip(plan.workspaces, first.ws_raw))]
+    if any(b.changed for b in buffers):
         for b in buffers:
             if b.name.startswith("workspace") and b.extent < b.size:
                 findings.append(f"{b.name}: the kernel wrote only its first {b.extent} of {b.size} bytes, and read "
                                 "the rest: check the loop that fills it")
-    return GuardedRun(outputs, buffers, violations, findings)
+    return GuardedRun(first.outputs, buffers, violations, findings, [r.size for r in first.out_raw])
 
 
-def _inspect_output(name, shape, dtype, raw, data, violations, findings) -> BufferReport:
+def _words(data: np.ndarray) -> np.ndarray:
+    """An output's elements as unsigned words of their size (or rows of bytes for other sizes), flat."""
+    item = data.dtype.itemsize
+    flat = data.reshape(-1)
+    return flat.view(f"u{item}") if item in (1, 2, 4, 8) else flat.view(np.uint8).reshape(-1, item)
+
+
+def _is_poison(words: np.ndarray, poison: np.ndarray) -> np.ndarray:
+    if words.ndim == 1:
+        return words == poison.view(words.dtype)[0]
+    return (words == poison).all(axis=1)
+
+
+def _unfilled(raw: np.ndarray, requested: int) -> bool:
+    """Whether the kernel left the end of a workspace unwritten (it may have read it: worth a second run)."""
+    written = _changed_span(raw[GUARD_BEFORE:GUARD_BEFORE + requested], WORKSPACE_POISON)
+    return requested > 0 and (written is None or written[1] + 1 < requested)
+
+
+def _suspicious(dtype: np.dtype, data: np.ndarray) -> bool:
+    """Whether an output of the first run has elements that look unwritten or NaN/Inf (worth a second run)."""
+    if not data.size:
+        return False
+    words, poison = _words(data), output_poison(dtype)
+    flat = data.reshape(-1)
+    step = max(CHUNK_BYTES // dtype.itemsize, 1)
+    for a, b in _chunks(flat.size, step):
+        if _is_poison(words[a:b], poison).any() or (dtype.kind in "fc" and not np.isfinite(flat[a:b]).all()):
+            return True
+    return False
+
+
+def _inspect_output(name, shape, dtype, raw, data, again, violations, findings) -> BufferReport:
+    """Guards, unwritten elements and poison-dependent values of one output; ``again`` is the same output of
+    the confirming run (None when the first run showed nothing suspicious)."""
     nbytes = data.nbytes
     report = BufferReport(name, nbytes)
-    before = _changed(raw[:GUARD_BEFORE], CANARY)
-    if before.size:
-        report.written_before = GUARD_BEFORE - int(before[0])
+    before = _changed_span(raw[:GUARD_BEFORE], CANARY)
+    if before:
+        report.written_before = GUARD_BEFORE - before[0]
         violations.append(f"{name}: the kernel wrote {report.written_before} bytes before the start of the buffer")
-    after = _changed(raw[GUARD_BEFORE + nbytes:], CANARY)
-    if after.size:
-        report.written_past_end = int(after[-1]) + 1
+    after = _changed_span(raw[GUARD_BEFORE + nbytes:], CANARY)
+    if after:
+        report.written_past_end = after[1] + 1
         whole = (f" (the whole guard: maybe further; {ISOLATE_HINT})"
                  if report.written_past_end == raw.size - GUARD_BEFORE - nbytes else "")
         violations.append(f"{name}: the kernel wrote {report.written_past_end} bytes past the end of its "
                           f"{nbytes}-byte buffer{whole}; check which shape its output loop uses")
-    if data.size:
-        item = dtype.itemsize
-        body = raw[GUARD_BEFORE:GUARD_BEFORE + nbytes]
-        poison = output_poison(dtype)
-        if item in (1, 2, 4, 8):
-            word = np.dtype(f"u{item}")
-            unwritten = np.flatnonzero(body.view(word) == poison.view(word)[0])
-        else:
-            unwritten = np.flatnonzero((body.reshape(-1, item) == poison).all(axis=1))
-        report.unwritten = int(unwritten.size)
-        report.first_unwritten = [tuple(int(v) for v in np.unravel_index(k, shape)) for k in unwritten[:SHOW_INDICES]]
-        if unwritten.size:
-            findings.append(f"{name}: {unwritten.size} of {data.size} elements were never written (first at "
-                            f"{', '.join(map(str, report.first_unwritten))})")
+    if again is None or not data.size:
+        return report
+    words, words2 = _words(data), _words(again)
+    poison, poison2 = output_poison(dtype), output_poison(dtype, 1)
+    flat = data.reshape(-1)
+    step = max(CHUNK_BYTES // dtype.itemsize, 1)
+    first: list[int] = []
+    changed = nonfinite = 0
+    for a, b in _chunks(flat.size, step):
+        unwritten = _is_poison(words[a:b], poison) & _is_poison(words2[a:b], poison2)
+        count = int(unwritten.sum())
+        if count and len(first) < SHOW_INDICES:
+            first += [a + int(k) for k in np.flatnonzero(unwritten)[:SHOW_INDICES - len(first)]]
+        report.unwritten += count
+        differs = words[a:b] != words2[a:b] if words.ndim == 1 else (words[a:b] != words2[a:b]).any(axis=1)
+        differs &= ~unwritten
+        changed += int(differs.sum())
         if dtype.kind in "fc":
-            written = np.ones(data.size, dtype=bool)
-            written[unwritten] = False
-            report.nonfinite = int((~np.isfinite(data.reshape(-1)) & written).sum())
-            if report.nonfinite:
-                findings.append(f"{name}: {report.nonfinite} written values are NaN or Inf — likely the poison of "
-                                "workspace or output memory the kernel read before writing it")
+            nonfinite += int((differs & ~np.isfinite(flat[a:b])).sum())
+    report.first_unwritten = [tuple(int(v) for v in np.unravel_index(k, shape)) for k in first]
+    report.nonfinite, report.changed = nonfinite, changed
+    if report.unwritten:
+        findings.append(f"{name}: {report.unwritten} of {data.size} elements were never written (first at "
+                        f"{', '.join(map(str, report.first_unwritten))})")
+    if nonfinite:
+        findings.append(f"{name}: {nonfinite} written values are NaN or Inf — likely the poison of "
+                        "workspace or output memory the kernel read before writing it")
+    elif changed:
+        findings.append(f"{name}: {changed} written values changed with the poison — the kernel computed them "
+                        "from workspace or output memory it read before writing it")
     return report
 
 
 def _inspect_workspace(name, requested, allocated, raw, violations, findings) -> BufferReport:
     report = BufferReport(name, requested)
-    before = _changed(raw[:GUARD_BEFORE], CANARY)
-    if before.size:
-        report.written_before = GUARD_BEFORE - int(before[0])
+    before = _changed_span(raw[:GUARD_BEFORE], CANARY)
+    if before:
+        report.written_before = GUARD_BEFORE - before[0]
         violations.append(f"{name}: the kernel wrote {report.written_before} bytes before the start of the "
                           "workspace")
-    written = _changed(raw[GUARD_BEFORE:], WORKSPACE_POISON)
-    report.extent = int(written[-1]) + 1 if written.size else 0
+    written = _changed_span(raw[GUARD_BEFORE:], WORKSPACE_POISON)
+    report.extent = written[1] + 1 if written else 0
     if report.extent > requested:
         report.written_past_end = report.extent - requested
         ratio = report.extent / requested if requested else float("inf")
@@ -269,7 +385,10 @@ def first_call(op: Op, plan: Plan, arrays: tuple, device: Device | None = None) 
         raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers), guarded=True)
     if run.findings:
         warn_findings(op.name, [tuple(a.shape) for a in arrays], run.findings)
-    result = tuple(device.upload(o) if device else o.copy() for o in run.outputs)
+    # An output that is most of its guarded buffer is returned as a view into it (no copy of a large output);
+    # a small one is copied, so that its guards (up to MAX_GUARD_AFTER) are not kept alive with it.
+    result = tuple(device.upload(o) if device else (o if 2 * o.nbytes >= raw else o.copy())
+                   for o, raw in zip(run.outputs, run.raw_sizes))
     return result[0] if len(result) == 1 else result
 
 

@@ -22,8 +22,11 @@ The parent keeps everything an :class:`~aotbench.op.Op` has (the library is load
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import itertools
+import multiprocessing.util
 import os
 import pickle
 import signal
@@ -48,6 +51,7 @@ from .op import Op
 
 ALIGN = 64
 MIN_ARENA = 1 << 16
+ARENA_STEP = 64 << 20
 START_TIMEOUT_S = 120.0  # importing numpy and aotbench in a fresh interpreter, on a loaded machine
 SHM_PREFIX = "aotb_"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -58,26 +62,68 @@ _CHANNELS: weakref.WeakSet = weakref.WeakSet()  # every live channel, for the fo
 def _forget_channels_after_fork() -> None:
     for channel in list(_CHANNELS):
         channel.forget_after_fork()
+    _close_channels_at_exit()
+
+
+def _close_channels_at_exit(_: object = None) -> None:
+    """Stop this process's workers and free its arenas when it exits: a multiprocessing worker exits through
+    os._exit after running multiprocessing's finalizers (never atexit), so the cleanup is one of those."""
+    multiprocessing.util.Finalize(None, _close_all_channels, exitpriority=10)
 
 
 os.register_at_fork(after_in_child=_forget_channels_after_fork)
+# multiprocessing's child bootstrap clears the finalizers a fork handler registered, then runs these:
+_AFTER_FORK_KEY = type("_AfterForkKey", (), {})()
+multiprocessing.util.register_after_fork(_AFTER_FORK_KEY, _close_channels_at_exit)
 
 
-def _fitting_arena_size(need: int, wanted: int) -> int:
-    """``wanted`` bytes of arena, or just ``need`` when /dev/shm cannot hold that much; a clear error when it
-    cannot hold ``need``. (Shared memory is sparse: an arena larger than the free space is created without
-    complaint, and the process that first touches a page beyond it dies of SIGBUS: Docker's /dev/shm is 64 MiB.)"""
+def _arena_size(need: int) -> int:
+    """Bytes for an arena that must hold ``need``: a power of two up to 64 MiB (few regrowths for small calls),
+    then whole 64 MiB steps (the slack is reserved memory, so it stays bounded)."""
+    if need <= ARENA_STEP:
+        size = MIN_ARENA
+        while size < need:
+            size *= 2
+        return size
+    return -(-need // ARENA_STEP) * ARENA_STEP
+
+
+def _reserved_arena(need: int) -> SharedMemory:
+    """A new shared-memory arena of at least ``need`` bytes whose pages are all reserved (``posix_fallocate``).
+
+    Shared memory is sparse: without the reservation a /dev/shm that filled up meanwhile (Docker's is 64 MiB)
+    lets the first process to touch a missing page die of SIGBUS. Refused with IsolationMemoryError when even
+    ``need`` bytes cannot be reserved.
+    """
+    for size in dict.fromkeys([_arena_size(need), need]):
+        arena = SharedMemory(name=arena_name(), create=True, size=max(size, 1))
+        try:
+            fd = getattr(arena, "_fd", -1)
+            if fd >= 0:
+                os.posix_fallocate(fd, 0, arena.size)
+            return arena
+        except OSError as exc:
+            arena.close()
+            arena.unlink()
+            if exc.errno not in (errno.ENOSPC, errno.ENOMEM):
+                raise
     try:
         st = os.statvfs("/dev/shm")
+        free = f"has only {memory.size_text(st.f_bavail * st.f_frsize)} free"
     except OSError:
-        return wanted  # no /dev/shm to ask (another system): multiprocessing will say what it can
-    free = st.f_bavail * st.f_frsize
-    if need > free:
-        raise IsolationMemoryError(
-            f"an isolated call passes its inputs and outputs through shared memory, and this one needs "
-            f"{memory.size_text(need)} but /dev/shm has only {memory.size_text(free)} free. Use smaller inputs, "
-            "free or enlarge /dev/shm (Docker: --shm-size=4g), or call the op without isolate=True.")
-    return wanted if wanted <= free else need
+        free = "cannot hold it"
+    raise IsolationMemoryError(
+        f"an isolated call passes its inputs and outputs through shared memory, and this one needs "
+        f"{memory.size_text(need)} but /dev/shm {free}. Use smaller inputs, free or enlarge /dev/shm (Docker: "
+        "--shm-size=4g), or call the op without isolate=True.")
+
+
+def _close_all_channels() -> None:
+    """At the exit of a forked child (a multiprocessing worker exits without atexit): stop its workers and free
+    its arenas."""
+    for channel in list(_CHANNELS):
+        with contextlib.suppress(Exception):  # exiting: there is nobody left to report to
+            channel.reset()
 
 
 def _align(n: int) -> int:
@@ -180,6 +226,7 @@ class _Channel:
         self.env = env
         self.worker: _Worker | None = None
         self.arena: SharedMemory | None = None
+        self._unlinked: str | None = None  # the arena name already removed from /dev/shm (see _unlink_attached)
         self.lock = threading.Lock()
         _CHANNELS.add(self)
 
@@ -215,10 +262,11 @@ class _Channel:
     def _drop_arena(self) -> None:
         arena, self.arena = self.arena, None
         if arena is not None:
-            try:
-                arena.unlink()  # first: a view still alive somewhere must not keep the name in /dev/shm
-            except FileNotFoundError:
-                pass
+            if self._unlinked != arena.name:
+                try:
+                    arena.unlink()  # first: a view still alive somewhere must not keep the name in /dev/shm
+                except FileNotFoundError:
+                    pass
             try:
                 arena.close()
             except BufferError:
@@ -234,16 +282,23 @@ class _Channel:
                 if kind != "released":  # pragma: no cover - the worker answers nothing else to "release"
                     raise KernelCrashedError(function, None, None, f"the worker answered {kind!r} to release")
             self._drop_arena()
-            size = MIN_ARENA
-            while size < need:
-                size *= 2
-            size = _fitting_arena_size(need, size)
-            self.arena = arena = SharedMemory(name=arena_name(), create=True, size=size)
+            self.arena = arena = _reserved_arena(need)
         return arena
+
+    def _unlink_attached(self, arena: SharedMemory) -> None:
+        """Remove the arena's name once the worker has mapped it: the memory stays while either process maps it
+        and is freed by the kernel when both are gone, so no name is left in /dev/shm even if this process is
+        killed (a multiprocessing pool's terminate() sends SIGTERM to its workers)."""
+        if self._unlinked != arena.name:
+            with contextlib.suppress(FileNotFoundError):
+                arena.unlink()
+            self._unlinked = arena.name
 
     def _ensure_worker(self, function: str) -> _Worker:
         worker = self.worker
         if worker is None:
+            if self.arena is not None and self._unlinked == self.arena.name:
+                self._drop_arena()  # a new worker cannot map an arena by a name that is gone: make another
             worker = self.worker = _Worker(self.setup, self.env)
             kind, payload = self._receive(worker, function, START_TIMEOUT_S, starting=True)
             if kind == "error":
@@ -269,7 +324,10 @@ class _Channel:
                     del buf
                     copied = arena
                 request = pickle.dumps((arena.name, arena.size, metas, extras, override, out_start), protocol=5)
-                kind, payload = self._roundtrip(worker, request, function, timeout_s)
+                try:
+                    kind, payload = self._roundtrip(worker, request, function, timeout_s)
+                finally:  # mapped by the worker, or useless to the next one: the name can go either way
+                    self._unlink_attached(arena)
                 if kind == "grow":
                     arena = self._ensure_arena(worker, function, payload)
                     continue
@@ -421,7 +479,7 @@ class IsolatedOp(Op):
             aliases = {self.source_path.name: next(iter(sources))}  # the cell's file: its lines are the cell's
         elif self.source_path is not None and self.source is not None:
             sources[self.source_path.name] = self.source
-        frames = native_stack.describe(report.frames, sources, report.complete, aliases)
+        frames = native_stack.describe(report.frames, sources, report.ending, aliases)
         hint = "" if any(" at " in f for f in frames) or not frames else (
             "(the library has no line information: build it with flags=['-g'] to see file and line)")
         return KernelCrashedError(crash.function, crash.signal, crash.exitcode, crash.stderr, frames,

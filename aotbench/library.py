@@ -91,6 +91,9 @@ def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Cha
             handle = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
         raise LoadError(str(path), str(exc), _load_hint(str(exc))) from exc
+    except UnicodeDecodeError as exc:  # ctypes decodes dlerror() as UTF-8; a path of other bytes fails that
+        reason = exc.object.decode("utf-8", "replace") if isinstance(exc.object, bytes) else str(exc)
+        raise LoadError(str(path), reason, _load_hint(reason)) from None
     if changes and changes[0]:
         _FP_CHANGES[key] = changes[0]
         flags = [f for f in built_with if f in _FAST_MATH_FLAGS or f.startswith("-Ofast")]

@@ -21,6 +21,7 @@ _PC = re.compile(r"^aotbench-pc (0x[0-9a-f]+) (.*)$")
 _FRAME = re.compile(r"^aotbench-frame (0x[0-9a-f]+) (\S+) (.*)$")
 _END = "aotbench-native-stack-end"
 MAX_FRAMES = 12
+REPORT_FRAMES = 64  # what the crash report holds at most (native/host.cc)
 _MACHINERY = re.compile(r"(^|/)(libpython[\d.]*\.so|libffi\.so|_ctypes\.|python3?(\.\d+)?$)")
 
 
@@ -43,7 +44,7 @@ class Report:
     frames: list[Frame]
     output: str
     found: bool
-    complete: bool = True  # False when the stack was deeper than the report (a stack overflow)
+    ending: str = "host"  # how the kernel's part of the stack ended (see _kernel_part)
 
 
 def parse(text: str, host_library: str = "") -> Report:
@@ -63,29 +64,30 @@ def parse(text: str, host_library: str = "") -> Report:
                 frames.append(Frame(m[3], int(m[1], 16), "" if m[2] == "-" else m[2]))
             continue
         output.append(line)
-    kernel, complete = _kernel_part(frames, pc, host_library)
-    return Report(kernel, "\n".join(output).strip("\n"), found, complete)
+    kernel, ending = _kernel_part(frames, pc, host_library)
+    return Report(kernel, "\n".join(output).strip("\n"), found, ending)
 
 
-def _kernel_part(frames: list[Frame], pc: Frame | None, host_library: str) -> tuple[list[Frame], bool]:
-    """The frames from the faulting instruction up to (not including) the first one in aotbench's host, and
-    whether that frame was reached (else the stack is deeper than the report)."""
+def _kernel_part(frames: list[Frame], pc: Frame | None, host_library: str) -> tuple[list[Frame], str]:
+    """The frames from the faulting instruction up to (not including) the first one in aotbench's host, and how
+    the stack ended: "host" (reached it), "deeper" (the report's frames ran out: a stack overflow), or "ends"
+    (the stack stops first: a thread the kernel started, or a stack the kernel overwrote)."""
     start = next((i for i, f in enumerate(frames) if pc and (f.module, f.offset) == (pc.module, pc.offset)), None)
-    if start is None:  # no pc (another machine) or not found: skip the handler and the signal trampoline
-        start = next((i + 1 for i, f in enumerate(frames) if f.symbol == "__restore_rt"), min(2, len(frames)))
-        chosen = frames[start:]
-    else:
-        chosen = [pc, *frames[start + 1:]] if pc else frames[start:]
+    if start is not None:
+        chosen = [pc, *frames[start + 1:]]
+    else:  # the pc not among the frames (backtrace stopped early, or no pc): skip the handler and trampoline
+        after = next((i + 1 for i, f in enumerate(frames) if f.symbol == "__restore_rt"), min(2, len(frames)))
+        chosen = ([pc] if pc else []) + frames[after:]
     host = os.path.realpath(host_library) if host_library else None
     out = []
     for f in chosen:
         if (host and os.path.realpath(f.module) == host) or _MACHINERY.search(f.module):
-            return out, True
+            return out, "host"
         out.append(f)
-    return out, False
+    return out, "deeper" if len(frames) >= REPORT_FRAMES else "ends"
 
 
-def describe(frames: list[Frame], sources: dict[str, str] | None = None, complete: bool = True,
+def describe(frames: list[Frame], sources: dict[str, str] | None = None, ending: str = "host",
              aliases: dict[str, str] | None = None) -> list[str]:
     """One line per frame ("Kernel at kernel.cc:12", "memcpy in libc.so.6 (+0x..)"), the first source line
     shown, repeated frames counted on one line, at most MAX_FRAMES lines of frames. ``aliases`` renames files
@@ -109,7 +111,7 @@ def describe(frames: list[Frame], sources: dict[str, str] | None = None, complet
             repeats = 0
         if sum(not line.startswith("    ") for line in lines) == MAX_FRAMES:
             lines.append("  ... (outer frames left out)")
-            complete = True
+            ending = "host"
             break
         lines.append(line_text)
         previous = line_text
@@ -120,8 +122,11 @@ def describe(frames: list[Frame], sources: dict[str, str] | None = None, complet
             shown = True
     if repeats:
         lines.append(f"    ... the same frame {repeats} more time{'s' * (repeats != 1)}")
-    if not complete and frames:
+    if ending == "deeper" and frames:
         lines.append(f"  ... and deeper: the report holds the innermost {len(frames)} frames (a stack overflow?)")
+    elif ending == "ends" and frames:
+        lines.append("  (the stack ends here, not in aotbench's call: a thread the kernel started, or a stack it "
+                     "overwrote)")
     return lines
 
 

@@ -149,7 +149,14 @@ def _output_bytes(shapes: list[tuple[int, ...]], dtypes: list[np.dtype]) -> int:
 
 
 def check_memory(name: str, outputs: list[tuple[tuple[int, ...], np.dtype]], limit: int, where: str) -> None:
-    """Refuse a call whose outputs need more bytes than ``limit`` in all, before any is allocated."""
+    """Refuse a call whose outputs need more bytes than ``limit`` in all, before any is allocated (and a shape
+    numpy cannot make at all: an empty output whose other dims multiply past int64)."""
+    for i, (shape, dtype) in enumerate(outputs):
+        span = int(np.prod([max(d, 1) for d in shape], dtype=object)) * np.dtype(dtype).itemsize
+        if span > rules.INT64_MAX:
+            raise ShapeError(f"output {i} of {name} would have shape {shape} ({np.dtype(dtype)}): its dimensions "
+                             "multiply past 2**63 - 1 bytes, which no array can have, even an empty one: check "
+                             "the shape rule")
     sizes = [_output_bytes([shape], [dtype]) for shape, dtype in outputs]
     total = sum(sizes)
     if total <= limit:

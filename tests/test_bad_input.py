@@ -239,3 +239,65 @@ def test_isolated_call_larger_than_dev_shm_is_a_clear_error(tmp_path, session_ca
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
     assert lines["1"] == "ok True" and lines["3"] == "ok True", proc.stdout
     assert lines["6"].startswith("IsolationMemoryError") and "12.0 MiB" in lines["6"] and "/dev/shm" in lines["6"]
+
+
+TWO_OPS_SHM = """
+import sys, numpy as np, aotbench
+a = aotbench.Custom(sys.argv[1] + ":Echo", None, np.float32, isolate=True)
+b = aotbench.Custom(sys.argv[1] + ":Echo", None, np.float32, isolate=True, guard=False)
+rng = np.random.default_rng()
+for name, op, mib in (("a", a, 2.5), ("b", b, 13), ("a", a, 3.75), ("b", b, 10)):
+    x = rng.standard_normal(int(mib * (1 << 18))).astype(np.float32)
+    try:
+        print(name, mib, "ok", bool(np.array_equal(op(x), x)))
+    except aotbench.AotbenchError as exc:
+        print(name, mib, type(exc).__name__)
+"""
+
+
+@pytest.mark.skipif(not _private_small_shm_works(), reason="needs unshare -m and mount (root)")
+def test_an_arena_reused_after_dev_shm_filled_up_is_safe(tmp_path, session_cache):
+    """A 32 MiB /dev/shm: op a's arena (8 MiB for a 5 MiB call), then op b asks for 26 MiB, then a reuses its
+    arena for 7.5 MiB. With sparse arenas b got its space and a's second call touched pages nobody could hold
+    (SIGBUS); with reserved ones b's call is refused cleanly and a's works."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_ops.py"
+    script.write_text(TWO_OPS_SHM)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), AOTBENCH_CACHE_DIR=str(session_cache))
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=32m tmpfs /dev/shm && exec "$@"',
+                           "sh", sys.executable, str(script), str(KERNEL)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stdout} {proc.stderr[-2000:]}"
+    assert proc.stdout.split("\n")[:4] == ["a 2.5 ok True", "b 13 IsolationMemoryError", "a 3.75 ok True",
+                                           "b 10 ok True"], proc.stdout
+
+
+@pytest.mark.parametrize("shape", [(0, 2**62, 2**62), (2**62, 2**62, 0), (0, 2**40, 2**40, 2**40)])
+def test_an_empty_output_numpy_cannot_make_is_a_shape_error(shape, rng):
+    """Zero elements, but dims whose product overflows: numpy refuses such a shape ("array is too big"), so
+    aotbench does first, before Init, with its own error."""
+    sized = aotbench.Custom(f"{KERNEL}:Sized", shape, np.float32, attrs={"n": 1, "ws": 16})
+    before = calls(sized)
+    with pytest.raises(aotbench.ShapeError, match="2\\*\\*63 - 1"):
+        sized(rng.standard_normal(3).astype(np.float32))
+    assert calls(sized) == before  # no Init, no kernel
+    empty = aotbench.Custom(f"{KERNEL}:Sized", (0, 7), np.float32, attrs={"n": 1, "ws": 16}, guard=False)
+    assert empty(rng.standard_normal(3).astype(np.float32)).shape == (0, 7)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_memory_limit_is_the_smallest_of_the_cgroups_above_the_process(tmp_path, version):
+    """A limit on a parent cgroup binds a process in a child cgroup (a job inside a limited slice)."""
+    if version == "v2":
+        lines, base, name = ["0::/jobs/slurm/task7"], tmp_path, "memory.max"
+    else:
+        lines, base, name = ["4:memory:/jobs/slurm/task7", "3:cpu:/"], tmp_path / "memory", "memory.limit_in_bytes"
+    limits = {"": "max" if version == "v2" else str(2**63 - 4096), "jobs": str(3 << 30), "jobs/slurm": str(5 << 30),
+              "jobs/slurm/task7": "max" if version == "v2" else str(2**63 - 4096)}
+    for folder, value in limits.items():
+        (base / folder).mkdir(parents=True, exist_ok=True)
+        (base / folder / name).write_text(value + "\n")
+    found = memory._cgroup_limits(lines, tmp_path)
+    assert min(found) == 3 << 30

@@ -193,3 +193,40 @@ def test_a_lock_held_by_another_thread_at_fork_is_free_in_the_child():
         os.waitpid(pid, 0)
     finally:
         op._lock.release()
+
+
+POOL = """
+import multiprocessing as mp, os, sys, numpy as np, aotbench
+op = aotbench.Custom(sys.argv[1] + ":Scratch", lambda s: s, np.float32, attrs={"sleep_us": 0}, isolate=True)
+
+def work(n):
+    x = np.arange(n, dtype=np.float32)
+    return os.getpid(), bool(np.array_equal(op(x), 3 * x))
+
+if __name__ == "__main__":
+    pids = set()
+    for _ in range(3):
+        with mp.get_context("fork").Pool(2) as pool:
+            results = pool.map(work, [1 << 18] * 4)
+        assert all(ok for _, ok in results), results
+        pids |= {pid for pid, _ in results}
+    print(" ".join(map(str, sorted(pids))))
+"""
+
+
+def test_multiprocessing_fork_workers_leave_no_shared_memory_behind(tmp_path, session_cache):
+    """Pool workers (fork) that used an isolated op exit without atexit; their arenas must still be freed."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pool.py"
+    script.write_text(POOL)
+    env = dict(os.environ, PYTHONPATH=str(SCRATCH.parents[2]), AOTBENCH_CACHE_DIR=str(session_cache))
+    proc = subprocess.run([sys.executable, str(script), str(SCRATCH)], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    children = proc.stdout.split()
+    assert len(children) >= 2
+    left = [p.name for p in Path("/dev/shm").glob("aotb_*") if p.name.split("_")[1] in children]
+    assert left == [], left
+    assert "leaked shared_memory" not in proc.stderr, proc.stderr[-2000:]

@@ -194,3 +194,31 @@ def test_compile_that_writes_no_library_says_so(tmp_path, flag):
     assert flag in str(info.value) and "wrote no library" in str(info.value) and "Remove it" in str(info.value)
     assert not isinstance(info.value, FileNotFoundError)
     assert not list(cache.glob("scale-*.json")) and not list(cache.glob("scale-*.so"))
+
+
+UNDEFINED = """
+#include <cstdint>
+extern "C" float aotb_test_not_defined_anywhere(float);
+extern "C" int F(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                 void *extra) {
+  static_cast<float *>(params[1])[0] = aotb_test_not_defined_anywhere(static_cast<float *>(params[0])[0]);
+  return 0;
+}
+"""
+
+
+def test_a_loader_message_that_is_not_utf8_is_still_a_load_error(tmp_path):
+    """A library with an undefined symbol, in a folder whose name is not UTF-8: the loader's message names that
+    path, ctypes cannot decode it, and the user still gets LoadError with the reason and the hint."""
+    import shutil
+
+    source = tmp_path / "undefined.cc"
+    source.write_text(UNDEFINED)
+    folder = tmp_path / os.fsdecode(b"odd\xff")
+    folder.mkdir()
+    lib = folder / "libundefined.so"
+    subprocess.run([shutil.which("g++"), "-std=c++17", "--shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    with pytest.raises(aotbench.LoadError) as info:
+        aotbench.Custom(f"{lib}:F", (1,), np.float32)
+    assert "undefined symbol" in info.value.reason and "aotb_test_not_defined_anywhere" in info.value.reason
+    assert "add the library that provides it" in str(info.value)

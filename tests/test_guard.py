@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import ContractViolation, ContractWarning
+from aotbench import ContractViolation, ContractWarning, guard
 from aotbench.guard import MAX_GUARD_AFTER, MIN_GUARD, guard_after
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -119,13 +119,13 @@ def test_a_write_past_the_whole_guard_says_to_isolate(rng):
     data[:] = rand(rng, n)
     raw[guard.GUARD_BEFORE + 4 * n:] = 0  # the whole guard overwritten
     violations, findings = [], []
-    report = guard._inspect_output("output 0", (n,), np.dtype(np.float32), raw, data, violations, findings)
+    report = guard._inspect_output("output 0", (n,), np.dtype(np.float32), raw, data, None, violations, findings)
     assert report.written_past_end == guard.MIN_GUARD
     assert len(violations) == 1 and "maybe further" in violations[0] and "isolate=True" in violations[0]
     assert findings == []
     raw[guard.GUARD_BEFORE + 4 * n + 10:] = guard.CANARY  # only the first 10 bytes: no such hint
     violations = []
-    guard._inspect_output("output 0", (n,), np.dtype(np.float32), raw, data, violations, findings)
+    guard._inspect_output("output 0", (n,), np.dtype(np.float32), raw, data, None, violations, findings)
     assert "10 bytes past the end" in violations[0] and "isolate" not in violations[0]
 
 
@@ -150,6 +150,69 @@ def test_a_correct_kernel_is_silent_and_exact_on_every_signature(rng):
         x, y = rand(rng, *shape), rand(rng, *shape)
         np.testing.assert_allclose(no_warnings(op, x, y), (x + y).sum(axis=1), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(no_warnings(op, x, y), (x + y).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+SCRATCH = ROOT / "tests" / "kernels" / "trust_scratch.cc"
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "float32", "float64", "float16"])
+def test_a_kernel_writing_the_poisons_bytes_or_real_nans_is_not_blamed(rng, dtype):
+    """A correct copy whose data holds the poison's own bytes (0x5A) or real NaN and Inf: the confirming run
+    sees the same values under another poison, so there is no warning and the values are exact."""
+    copy = aotbench.Custom(f"{SCRATCH}:Copy", lambda s: s, lambda d: d)
+    n = int(rng.integers(50, 400))
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal(n).astype(dtype)
+        x[rng.integers(0, n, 9)] = np.nan
+        x[rng.integers(0, n, 3)] = np.inf
+        x[:4].view(f"u{x.itemsize}")[:] = guard.output_poison(np.dtype(dtype)).view(f"u{x.itemsize}")[0]
+    else:
+        x = rng.integers(-100 if dtype == "int8" else 0, 100, n).astype(dtype)
+        x[rng.integers(0, n, 11)] = guard.OUTPUT_SENTINEL if dtype == "uint8" else np.int8(90)
+    out = no_warnings(copy, x)
+    assert out.view(np.uint8).tobytes() == x.view(np.uint8).tobytes()
+
+
+def test_finite_values_computed_from_unwritten_workspace_are_found(rng):
+    """A kernel that never writes its workspace but reads it into a finite result: the two runs' poisons give
+    different values, which is what the warning says."""
+    garbage = aotbench.Custom(f"{SCRATCH}:Garbage", lambda s: s, np.float32)
+    x = rand(rng, 6, 7)
+    with pytest.warns(aotbench.ContractWarning) as caught:
+        garbage(x)
+    text = str(caught[0].message)
+    assert "42 written values changed with the poison" in text and "wrote only its first 0 of 168 bytes" in text
+
+
+MEMORY = """
+import resource, sys, numpy as np, aotbench
+n = 1 << 26  # 256 MiB of float32
+op = aotbench.Custom(sys.argv[1] + ":Scale", lambda s: s, np.float32, guard=sys.argv[2] == "guard")
+x = np.random.default_rng().standard_normal(n, dtype=np.float32)
+op(np.ones(4, np.float32))  # the library and host loaded, a small plan made
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = op(x)
+assert out[12345] == 2 * x[12345]
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_large_first_call_costs_about_the_output_and_its_guard(tmp_path, session_cache):
+    """Peak memory of the first call on a 256 MiB output, guarded against unguarded, each in a fresh process:
+    the guarded one needs the output, its guard (64 MiB at most) and a few chunks of inspection, not a
+    multiple of the output."""
+    kernel = ROOT / "bench" / "kernels" / "scale.cc"
+    env = dict(os.environ, AOTBENCH_CACHE_DIR=str(session_cache), PYTHONPATH=str(ROOT))
+    grown = {}
+    for mode in ("guard", "plain"):
+        proc = subprocess.run([sys.executable, "-c", MEMORY, str(kernel), mode], capture_output=True, text=True,
+                              env=env, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        grown[mode] = int(proc.stdout.split()[-1])
+    output = 4 << 26
+    assert grown["plain"] >= 0.9 * output, grown
+    assert grown["guard"] <= output + guard.MAX_GUARD_AFTER + 64 * guard.CHUNK_BYTES, grown
 
 
 def test_later_calls_take_the_fast_path(rng, monkeypatch):

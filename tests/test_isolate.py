@@ -45,8 +45,15 @@ def reg(alpha: float | None = 0.5):
 
 
 def shm_blocks() -> list[str]:
-    """This process's shared-memory blocks (the arena names are aotb_<pid>_<n>)."""
+    """This process's shared-memory names in /dev/shm (arenas are aotb_<pid>_<n>; a name is removed as soon as
+    the worker has mapped it, so none should be left between calls)."""
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"aotb_{os.getpid()}_"))
+
+
+def mapped_arenas() -> set[str]:
+    """The arenas this process still maps (their names gone from /dev/shm, the memory alive while mapped)."""
+    with open("/proc/self/maps") as fh:
+        return {line.split("/dev/shm/")[1].split()[0] for line in fh if f"/dev/shm/aotb_{os.getpid()}_" in line}
 
 
 def expected(x, y, alpha=0.5):
@@ -268,25 +275,26 @@ def test_arguments_are_validated():
 
 # -- shared memory -------------------------------------------------------------------------------------------
 def test_no_shared_memory_leak_after_many_calls_crashes_and_close(rng):
-    before = shm_blocks()  # the module's op holds its own arena
+    before, mapped = shm_blocks(), mapped_arenas()  # the module's op maps its own arena
     op = aotbench.Custom(FUNC, None, None, reg_info=reg(), isolate=True, timeout_s=1.0)
     for i in range(300):
         n = int(rng.integers(0, 70_000)) if i % 10 else 1 << (10 + i // 30)
         x, y = rand(rng, n), rand(rng, n)
         s, _ = op(x, y, "ok")
         assert s.shape == (n,)
-        assert len(shm_blocks()) == len(before) + 1  # one arena, replaced (not added to) when it grows
+        assert shm_blocks() == before  # no name left behind, even while the op is in use
+        assert len(mapped_arenas() - mapped) == 1  # one arena, replaced (not added to) when it grows
     for mode in ("segv", "hang"):
         with pytest.raises((KernelCrashedError, KernelTimeoutError)):
             op(rand(rng, 4), rand(rng, 4), mode)
-        assert len(shm_blocks()) == len(before) + 1
+        assert shm_blocks() == before and len(mapped_arenas() - mapped) <= 1
     assert_correct(op, rng)
     op.close()
-    assert shm_blocks() == before
+    assert shm_blocks() == before and mapped_arenas() - mapped == set()
     assert_correct(op, rng)  # still usable after close
     del op
     gc.collect()
-    assert shm_blocks() == before
+    assert shm_blocks() == before and mapped_arenas() - mapped == set()
 
 
 def test_the_worker_exits_when_the_op_is_collected(rng):
@@ -294,11 +302,12 @@ def test_the_worker_exits_when_the_op_is_collected(rng):
     op = aotbench.Custom(FUNC, None, None, reg_info=reg(), isolate=True)
     assert_correct(op, rng)
     worker = op.worker_pid
-    assert len(shm_blocks()) == len(before) + 1
+    mapped = mapped_arenas()
+    assert shm_blocks() == before and mapped
     del op
     gc.collect()
     assert not pid_alive(worker)
-    assert shm_blocks() == before
+    assert shm_blocks() == before and len(mapped_arenas()) < len(mapped)  # its arena is unmapped, so freed
 
 
 # -- the magic -----------------------------------------------------------------------------------------------

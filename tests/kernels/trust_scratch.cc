@@ -6,9 +6,14 @@
 //             writes out = 3 * workspace. Wrong results mean another call wrote into this call's workspace.
 //   Tiny      out = x * y for float32 x and y of one shape: under flush-to-zero/denormals-are-zero a denormal
 //             input gives 0, otherwise the exact product.
+//   Copy      out = x, byte for byte, for any dtype (whatever bytes or NaNs x holds: a correct kernel).
+//   Garbage   out = x + (bits of workspace[i] & 0xF) for float32 x: it never writes its workspace, so the
+//             result is finite but depends on whatever that memory held.
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 #include "custom_aot_extra.h"
 
@@ -44,5 +49,36 @@ extern "C" int Tiny(int nparam, void **params, int *ndims, int64_t **shapes, con
   const float *y = static_cast<const float *>(params[1]);
   float *out = static_cast<float *>(params[2]);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * y[i];
+  return 0;
+}
+
+namespace {
+int64_t ItemSize(const char *dtype) {
+  const std::string d(dtype);
+  if (d == "uint8" || d == "int8" || d == "bool") return 1;
+  if (d == "float16" || d == "int16" || d == "uint16") return 2;
+  if (d == "float64" || d == "int64" || d == "uint64") return 8;
+  return 4;
+}
+}  // namespace
+
+extern "C" int Copy(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                    void *extra) {
+  std::memcpy(params[1], params[0], static_cast<size_t>(Numel(ndims[0], shapes[0]) * ItemSize(dtypes[0])));
+  return 0;
+}
+
+extern "C" int GarbageInit(int *ndims, int64_t **shapes, const char **dtypes, AotExtra *extra) {
+  extra->SetWorkSpace({static_cast<size_t>(Numel(ndims[0], shapes[0])) * sizeof(float)});
+  return 0;
+}
+
+extern "C" int Garbage(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                       void *extra) {
+  const int64_t n = Numel(ndims[0], shapes[0]);
+  const float *x = static_cast<const float *>(params[0]);
+  float *out = static_cast<float *>(params[1]);
+  const uint32_t *ws = static_cast<const uint32_t *>(params[2]);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + static_cast<float>(ws[i] & 0xF);
   return 0;
 }
