@@ -6,14 +6,19 @@
 Importing this package loads numpy and the core modules only (no IPython, widgets, plotting or cupy).
 """
 
+import sys
 from pathlib import Path
 
 from ._version import __version__
-from .bandwidth import memory_bandwidth_gbps
-from .cache import CacheError
-from .comparison import Comparison, compare, compare_flags
+from .abi import attrs as _attrs
+from .build.cache import CacheError
+from .call import reg as _reg
+from .call import spec as _spec
+from .call.reg import CustomRegOp, DataType
 from .custom import Custom
-from .devices import gpu_available
+from .device.bandwidth import memory_bandwidth_gbps
+from .device.gpu.availability import gpu_available
+from .device.timing import Timing, bench
 from .errors import (
     AbiMismatchError,
     AotbenchError,
@@ -38,21 +43,25 @@ from .errors import (
     ToolchainNotFoundError,
     WorkspaceError,
 )
-from .op import Op
-from .reg import CustomRegOp, DataType
-from .sanitize import SanitizerError
-from .sweeping import Sweep, sweep
-from .timing import Timing, bench
+from .measure.comparison import Comparison, compare, compare_flags
+from .measure.sweeping import Sweep, sweep
+from .op.op import Op
+from .safety.sanitize import SanitizerError
+
+# A pickled op names the classes of its recipe by module; ops pickled before the layered layout named these
+# flat modules, which resolve to their new homes (nothing else ever lived at these names).
+for _old, _module in {"aotbench.spec": _spec, "aotbench.reg": _reg, "aotbench.attrs": _attrs}.items():
+    sys.modules.setdefault(_old, _module)
 
 
 def get_include() -> str:
     """The directory holding ``custom_aot_extra.h``, for ``-I`` when building kernels by hand."""
-    return str(Path(__file__).resolve().parent / "include")
+    return str(Path(__file__).resolve().parent / "abi" / "include")
 
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext aotbench``: registers ``%%aot_kernel`` and ``%aot_doctor`` (IPython is imported only now)."""
-    from .magic import load_ipython_extension as load
+    from .notebook.magic import load_ipython_extension as load
 
     load(ipython)
 

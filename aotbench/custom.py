@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import build, toolchain
-from .attrs import typed
+from .abi.attrs import typed
+from .abi.library import check_function_name, load
+from .build import compile as build
+from .build import toolchain
+from .build.native_host import get_host
+from .call.reg import OpInfo
+from .call.rules import count_outputs
+from .call.spec import OpSpec, parse_flags
 from .errors import ArgumentError, LoadError
-from .host import get_host
-from .library import check_function_name, load
-from .op import Op
-from .reg import OpInfo
-from .rules import count_outputs
-from .sanitize import check_kind as check_sanitizer
-from .spec import OpSpec
+from .op.op import Op
+from .safety.sanitize import check_kind as check_sanitizer
 
 TARGETS = ("cpu", "gpu")
 
@@ -93,7 +93,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         timeout_s = float(timeout_s)
     return OpSpec(
         func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
-        target=target, flags=_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        target=target, flags=parse_flags(flags), cache_dir=Path(cache_dir) if cache_dir is not None else None,
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
         isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
         guard=guard and sanitize is None,  # ASan/UBSan see the real buffers' bounds; guard zones would hide them
@@ -130,7 +130,7 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
 
 def _make_op(spec: OpSpec, *args: Any) -> Op:
     if spec.isolate:
-        from .isolate import IsolatedOp  # only isolated ops pay for importing it
+        from .safety.isolate import IsolatedOp  # only isolated ops pay for importing it
 
         return IsolatedOp(spec, *args)
     return Op(spec, *args)
@@ -148,12 +148,3 @@ def _resolve_target(target: str | None, reg_info: OpInfo | None, path: str) -> s
         raise ArgumentError(f"{Path(path).name} is CUDA source: it needs target='gpu' (it is built with nvcc)")
     return target
 
-
-def _flags(flags: Any) -> tuple[str, ...]:
-    if flags is None:
-        return ()
-    if isinstance(flags, str):
-        return tuple(shlex.split(flags))
-    if isinstance(flags, (list, tuple)) and all(isinstance(f, str) for f in flags):
-        return tuple(flags)
-    raise ArgumentError(f"flags must be a list of strings such as ['-O3'], got {flags!r}")

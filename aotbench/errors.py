@@ -17,7 +17,7 @@ class AotbenchError(Exception):
 
     def _render_traceback_(self) -> list[str]:
         """How IPython shows it: the user's frames and the message, aotbench's own frames left out."""
-        from .tracebacks import user_traceback
+        from .notebook.tracebacks import user_traceback
 
         return user_traceback(self)
 
@@ -69,7 +69,7 @@ class CompileError(AotbenchError):
 
     def _render_traceback_(self) -> list[str]:
         """How IPython shows this error: each diagnostic with its source line, not a Python traceback."""
-        from .display import compile_error_text
+        from .notebook.display import compile_error_text
 
         if self.html_shown:
             return [f"CompileError: {len(self.errors)} error(s), shown above (the compiler output is in .log)"]

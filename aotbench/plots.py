@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .accuracy import max_errors
-from .comparison import Comparison
+from .device.timing import Timing, format_ns
 from .errors import ArgumentError
-from .sweeping import Sweep
-from .timing import Timing, format_ns
+from .measure.accuracy import max_errors
+from .measure.comparison import Comparison
+from .measure.sweeping import Sweep
 
 MAX_SCATTER_POINTS = 2000
 LABEL_WIDTH = 14  # characters per line of a bar's label
@@ -130,8 +130,8 @@ def _series(sweep: Sweep) -> dict[str, tuple[np.ndarray, list[Timing]]]:
     return series
 
 
-def _roofline_label(bandwidth_gbps: float) -> str:
-    return f"numpy copy: {bandwidth_gbps:.1f} GB/s"
+def _roofline_label(sweep: Sweep) -> str:
+    return f"{sweep.roofline_source}: {sweep.bandwidth_gbps:.1f} GB/s"
 
 
 def _time_panel(ax: Any, sweep: Sweep) -> None:
@@ -142,7 +142,7 @@ def _time_panel(ax: Any, sweep: Sweep) -> None:
     if sweep.bandwidth_gbps:
         span = np.geomspace(min(p.bytes_moved for p in sweep.points), max(p.bytes_moved for p in sweep.points), 50)
         ax.plot(span, span / sweep.bandwidth_gbps / scale, "--", color="gray",
-                label=f"roofline, {_roofline_label(sweep.bandwidth_gbps)}")
+                label=f"roofline, {_roofline_label(sweep)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("bytes moved per call")
@@ -156,7 +156,7 @@ def _rate_panel(ax: Any, sweep: Sweep, twin: bool = False) -> None:
         rates = [n / t.median_ns for n, t in zip(nbytes, ts)]
         ax.plot(nbytes, rates, "s:" if twin else "o-", color=f"C{i}", label=f"{label} GB/s")
     if sweep.bandwidth_gbps:
-        ax.axhline(sweep.bandwidth_gbps, linestyle="--", color="gray", label=_roofline_label(sweep.bandwidth_gbps))
+        ax.axhline(sweep.bandwidth_gbps, linestyle="--", color="gray", label=_roofline_label(sweep))
     ax.set_xscale("log")
     ax.set_xlabel("bytes moved per call")
     ax.set_ylabel("achieved GB/s")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import aotbench
-from aotbench import toolchain
+from aotbench.build import toolchain
 
 KERNEL = Path(__file__).resolve().parent / "kernels" / "scale.cc"
 KERNEL_WS = KERNEL.with_name("scale_ws.cc")

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 
 import aotbench
-from aotbench import nvcc
-from aotbench.gpu_timing import copy_bandwidth_gbps
+from aotbench.build import nvcc
+from aotbench.device.gpu.timing import copy_bandwidth_gbps
 
 TESTS = ["tests/test_gpu.py", "tests/test_gpu_path.py", "tests/test_gpu_sanitize.py", "tests/test_nvcc.py"]
 COPY_TARGET = 0.80
@@ -137,7 +137,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    reason = aotbench.devices.gpu_unavailable_reason()
+    reason = aotbench.device.gpu.availability.gpu_unavailable_reason()
     if reason is not None:
         print(f"no usable GPU here: {reason}")
         return 2

@@ -26,8 +26,8 @@ def session_cache(tmp_path_factory) -> Path:
 
 def pytest_collection_modifyitems(config, items):
     """``nvcc`` tests need the CUDA compiler, ``gpu`` tests a CUDA device: skip them cleanly where absent."""
-    from aotbench import nvcc
-    from aotbench.devices import gpu_unavailable_reason
+    from aotbench.build import nvcc
+    from aotbench.device.gpu.availability import gpu_unavailable_reason
     from aotbench.errors import ToolchainNotFoundError
 
     try:

@@ -1,6 +1,6 @@
 """A stand-in for the slice of cupy that aotbench's gpu run path uses, over HOST memory.
 
-The gpu path (aotbench.gpu, gpu_timing, check mode's device side) is host code around a device: it converts
+The gpu path (aotbench.device.gpu.run, gpu_timing, check mode's device side) is host code around a device: it converts
 inputs, plans, allocates outputs and workspaces, passes pointers and the stream, reads the launch-error probe,
 synchronizes, and times with events. Where no GPU exists (CI, this machine), that host code still has to be
 right, so tests/test_gpu_path.py runs it with this module installed as ``cupy`` and a C++ kernel whose

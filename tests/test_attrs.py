@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench.attrs import AttrKind, TypedAttr, describe, typed
+from aotbench.abi.attrs import AttrKind, TypedAttr, describe, typed
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 ATTRS_SRC = KERNELS / "op_attrs.cc"
@@ -106,7 +106,7 @@ def echo_op(session_cache):
     return aotbench.Custom(f"{ATTRS_SRC}:Echo", (ECHO_WORDS,), np.int64, attrs={"read": ""})
 
 
-def scale_add_reg(**alpha_value) -> aotbench.reg.OpInfo:
+def scale_add_reg(**alpha_value) -> aotbench.call.reg.OpInfo:
     return (aotbench.CustomRegOp("ScaleAdd").input(0, "x").input(1, "y").output(0, "out")
             .attr("alpha", "required", "float", **alpha_value)
             .dtype_format(aotbench.DataType.F32_Default, aotbench.DataType.F32_Default, aotbench.DataType.F32_Default)
@@ -332,7 +332,7 @@ def test_limits_that_are_accepted(echo_op):
     assert got == [-(2**63), 2**63 - 1, fmax, [-(2**63), 2**63 - 1]]
 
 
-# -- aotbench.attrs.typed -----------------------------------------------------------------------------------
+# -- aotbench.abi.attrs.typed -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("value, kind, stored", [
     (True, AttrKind.BOOL, True),
     (np.bool_(False), AttrKind.BOOL, False),

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import memory
-from aotbench.isolate import SHM_PREFIX
+from aotbench.call import memory
+from aotbench.safety.channel import SHM_PREFIX
 
 KERNEL = Path(__file__).resolve().parent / "kernels" / "trust_inputs.cc"
 

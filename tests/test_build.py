@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import build as build_mod
 from aotbench._version import HEADER_VERSION
-from aotbench.build import build, parse_depfile, parse_diagnostics
+from aotbench.build import compile as build_mod
+from aotbench.build.compile import build, parse_depfile, parse_diagnostics
 from aotbench.errors import Diagnostic
 
 TEMPLATE = Path(__file__).resolve().parent / "kernels" / "build_elementwise.cc.in"

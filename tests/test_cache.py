@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import build as build_mod
-from aotbench import cache
-from aotbench.build import build
+from aotbench.build import cache
+from aotbench.build import compile as build_mod
+from aotbench.build.compile import build
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).resolve().parent / "kernels" / "build_elementwise.cc.in"
@@ -299,7 +299,7 @@ def test_force_recompiles(gxx, tmp_path, rng):
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from aotbench.build import build
+from aotbench.build.compile import build
 source, go, cache_dir = map(Path, sys.argv[1:4])
 print("ready", flush=True)
 while not go.exists():

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import cache_admin
-from aotbench.build import build
+from aotbench.build import cache_admin
+from aotbench.build.compile import build
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).resolve().parent / "kernels" / "build_elementwise.cc.in"

@@ -1,4 +1,4 @@
-"""Kernel source living in a notebook cell (``aotbench.cells``), and ``build.describe_change`` between real builds.
+"""Kernel source living in a notebook cell (``aotbench.build.cells``), and ``build.describe_change`` between real builds.
 
 No IPython here: these are the core functions the ``%%aot_kernel`` magic delegates to.
 """
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import aotbench
-from aotbench import build, cells
+from aotbench.build import cells
+from aotbench.build import compile as build
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SIG = ("(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, "

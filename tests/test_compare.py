@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import accuracy, bandwidth, comparison, sweeping
+from aotbench.device import bandwidth
 from aotbench.errors import ArgumentError, CompileError
+from aotbench.measure import accuracy, comparison, sweeping
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 BUDGET_MS = 4.0

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import elf
-from aotbench.build import build
+from aotbench.abi import elf
+from aotbench.build.compile import build
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "bench" / "kernels" / "scale.cc"  # out = 2 * x, float32, any shape
@@ -170,7 +170,7 @@ def test_manifest_with_missing_or_mistyped_fields_is_a_miss(tmp_path, rng, damag
 
 def test_damaged_manifest_does_not_break_describe_change(tmp_path):
     """Comparing a build with one whose manifest was damaged afterwards reports what it can, without raising."""
-    from aotbench.build import describe_change
+    from aotbench.build.compile import describe_change
 
     cache = tmp_path / "cache"
     source = tmp_path / "scale.cc"

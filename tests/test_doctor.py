@@ -1,4 +1,4 @@
-"""``aotbench.doctor``: the bug-report block, checked against the real tools of this machine."""
+"""``aotbench.cli.doctor``: the bug-report block, checked against the real tools of this machine."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from aotbench import cache, doctor, nvcc
+from aotbench.build import cache, nvcc
+from aotbench.cli import doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
@@ -216,7 +217,7 @@ def test_cli_text(tmp_path):
 
 def test_report_imports_no_ui_or_gpu_library(tmp_path):
     """Reporting their versions does not import IPython, ipywidgets, matplotlib or cupy."""
-    code = ("import sys, json, aotbench.doctor as d; d.report(); "
+    code = ("import sys, json, aotbench.cli.doctor as d; d.report(); "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('IPython', 'ipywidgets', 'matplotlib', 'cupy', 'ipykernel'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,

@@ -1,4 +1,4 @@
-"""aotbench.elf and what the loader does with it: symbol listing, the string-ABI refusal, prebuilt libraries,
+"""aotbench.abi.elf and what the loader does with it: symbol listing, the string-ABI refusal, prebuilt libraries,
 missing functions and files that are not libraries.
 
 Every library here is built by a real g++; ``nm`` and ``c++filt`` (binutils) serve as independent witnesses.
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import build, elf
+from aotbench.abi import elf
+from aotbench.build import compile as build
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 DOCUMENTED_CXX = ["-std=c++17", "--shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0"]

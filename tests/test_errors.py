@@ -20,7 +20,7 @@ REGISTERED = ["code", "count", "mode", "token"]
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
-def fail_reg(code: int = 1, token: str = "t") -> aotbench.reg.OpInfo:
+def fail_reg(code: int = 1, token: str = "t") -> aotbench.call.reg.OpInfo:
     """Fail's registration: input x, output y, call attribute mode, registered code/count/token."""
     return (aotbench.CustomRegOp("Fail").input(0, "x").output(0, "y")
             .attr("mode", "required", "str")

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from aotbench import accuracy
-from aotbench import exploration as ex
 from aotbench.errors import ShapeError
+from aotbench.measure import accuracy
+from aotbench.notebook import exploration as ex
 
 
 def arrays(rng, *shapes, dtype=np.float32):

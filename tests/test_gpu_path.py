@@ -1,4 +1,4 @@
-"""The gpu run path's host side, where no GPU is: aotbench.gpu, gpu_timing and check mode's device side run
+"""The gpu run path's host side, where no GPU is: aotbench.device.gpu.run, gpu_timing and check mode's device side run
 against tests/host_cupy.py (cupy's interface over host memory) and a C++ kernel with the gpu entry points.
 
 This checks what the host does around a device (conversions, plans, workspaces, pointer order, the stream
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import devices
+from aotbench.device.gpu import availability as devices
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import host_cupy
@@ -171,6 +171,22 @@ def test_compare_and_sweep_of_a_gpu_op(cp, rng):
     assert all(p.timing.device == "gpu" and p.max_abs_error < 1e-5 for p in sweep.points)
 
 
+def test_a_gpu_sweep_records_its_shapes_and_the_devices_roofline(cp, rng, monkeypatch):
+    """The sweep asks the op's device: the input shapes of device arrays are recorded (they are not numpy
+    arrays), and the roofline is the device's copy bandwidth, not the host's numpy copy."""
+    from aotbench.device import bandwidth, seam
+    from aotbench.device.gpu import timing as gpu_timing
+
+    monkeypatch.setattr(seam, "_device_copy_gbps", lambda: 4321.0)
+    monkeypatch.setattr(bandwidth, "memory_bandwidth_gbps", lambda *a, **k: pytest.fail("the host's copy was asked"))
+    sweep = aotbench.sweep(axpy(2.0, stream=-1), [16, (3, 40)], reference=lambda a, b: 2 * a + b, budget_ms=5,
+                           seed=2)
+    assert [p.shapes for p in sweep.points] == [((16,), (16,)), ((3, 40), (3, 40))]
+    assert sweep.bandwidth_gbps == 4321.0 and sweep.roofline_source == "device-to-device copy"
+    assert "device-to-device copy" in str(sweep)
+    assert callable(gpu_timing.copy_bandwidth_gbps)  # what the device measures with on a real GPU
+
+
 def test_check_mode_guards_device_buffers(cp, rng):
     fault = aotbench.Custom(FAULTS, None, np.float32, target="gpu", attrs={"mode": "ok", "extra": 0, "delta": 0.0})
     x = device(cp, rng, 40)
@@ -199,7 +215,7 @@ def test_device_timing_says_when_the_host_sets_the_pace():
     """The notes a device Timing carries, and how it prints (pure: no device, no stand-in)."""
     from dataclasses import replace
 
-    from aotbench.gpu_timing import _notes
+    from aotbench.device.gpu.timing import _notes
 
     warm = aotbench.Timing((1000.0, 1100.0, 900.0, 1000.0, 1050.0), device="gpu", clock="cuda events",
                            launch_overhead_ns=8000.0)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import gpu_sanitize, nvcc
-from aotbench.devices import gpu_unavailable_reason
-from aotbench.gpu_sanitize import find_compute_sanitizer, parse_report
+from aotbench.build import nvcc
+from aotbench.device.gpu.availability import gpu_unavailable_reason
+from aotbench.safety import compute_sanitizer as gpu_sanitize
+from aotbench.safety.compute_sanitizer import find_compute_sanitizer, parse_report
 
 FAULTS = f"{Path(__file__).resolve().parent / 'kernels' / 'gpu_faults.cu'}:GpuFaults"
 
@@ -111,7 +112,7 @@ def test_the_child_rebuilds_the_op_and_reports_what_the_call_raised(tmp_path, rn
     spec = gpu_sanitize._travelling_spec(op, (x,))  # the lambda shape rule travels as its value, (8,)
     assert spec.out_shape == (8,) and spec.flags == ("-lineinfo",)
     payload.write_bytes(pickle.dumps({"spec": spec, "args": [x]}))
-    proc = subprocess.run([sys.executable, "-m", "aotbench._gpu_call", str(payload)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "aotbench.cli._gpu_call", str(payload)], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 3
     error = gpu_sanitize._child_error(proc.stderr)

@@ -29,7 +29,7 @@ from aotbench.errors import (
     KernelError,
     KernelTimeoutError,
 )
-from aotbench.isolate import IsolatedOp
+from aotbench.safety.isolate import IsolatedOp
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SRC = KERNELS / "iso_modes.cc"
@@ -316,7 +316,7 @@ import json, os, sys
 import numpy as np
 from IPython.testing.globalipapp import start_ipython
 from aotbench import Op
-from aotbench.isolate import IsolatedOp
+from aotbench.safety.isolate import IsolatedOp
 
 shell = start_ipython()
 shell.run_line_magic("load_ext", "aotbench")

@@ -96,7 +96,7 @@ def test_load_ext_registers_both_magics_and_prints_nothing(ip, capfd):
     assert result is None
     added = {kind: set(table) - before[kind] for kind, table in magics.items()}
     assert added == {"cell": {"aot_kernel"}, "line": {"aot_doctor"}}
-    assert ip.find_cell_magic("aot_kernel").__self__.__class__.__module__ == "aotbench.magic"
+    assert ip.find_cell_magic("aot_kernel").__self__.__class__.__module__ == "aotbench.notebook.magic"
 
 
 # -- binding ------------------------------------------------------------------------------------------------
@@ -377,7 +377,7 @@ def test_compile_error_points_at_the_cell_line_and_column(ip):
     _caret_under(rendered, "undefined_thing")
     assert "MagicKeep" not in ip.user_ns
 
-    from aotbench.display import compile_error_html
+    from aotbench.notebook.display import compile_error_html
 
     page = compile_error_html(err)
     assert f"&lt;cell&gt;:{BROKEN_LINE}:{BROKEN_COLUMN}" in page and "undefined_thing" in page
@@ -415,7 +415,7 @@ def test_failed_cell_raises_and_the_previous_op_survives(ip, rng, capsys):
 
 def test_in_a_notebook_the_error_is_shown_as_html_once(ip, monkeypatch):
     """In Jupyter (a ZMQ shell) the diagnostics are displayed as HTML and the traceback shrinks to one line."""
-    from aotbench import magic
+    from aotbench.notebook import magic
 
     shown = []
     monkeypatch.setattr(magic, "_in_notebook", lambda shell: True)
@@ -530,7 +530,7 @@ extern "C" int MagicScale""" + SIG + """ {
 def test_gpu_cell_compiles_reports_resources_and_explains_a_missing_device(ip, rng):
     """%%aot_kernel gpu builds the cell with nvcc (a .cu file, same as Custom on a file); the op shows ptxas's
     report; where no device is usable, calling it says why."""
-    from aotbench.devices import gpu_unavailable_reason
+    from aotbench.device.gpu.availability import gpu_unavailable_reason
 
     op = ip.run_cell_magic("aot_kernel", f"gpu {SAME} --arch sm_90", GPU_CELL)
     assert ip.user_ns["MagicScale"] is op and op.spec.target == "gpu"

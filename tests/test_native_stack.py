@@ -1,4 +1,4 @@
-"""Reading the crash report an isolated worker writes (aotbench.native_stack), on reports written by real crashes
+"""Reading the crash report an isolated worker writes (aotbench.safety.native_stack), on reports written by real crashes
 and on the report's edge cases: a pc that backtrace() did not reach, a thread the kernel started, a recursion
 deeper than the report.
 """
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import native_stack
+from aotbench.safety import native_stack
 
 HOST = "/cache/host-1234.so"
 LIB = "/cache/kernel-5678.so"

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import nvcc
-from aotbench.build import build
-from aotbench.devices import gpu_unavailable_reason
-from aotbench.display import op_text
+from aotbench.build import nvcc
+from aotbench.build.compile import build
+from aotbench.device.gpu.availability import gpu_unavailable_reason
+from aotbench.notebook.display import op_text
 
 pytestmark = pytest.mark.nvcc
 KERNEL = Path(__file__).resolve().parent / "kernels" / "nvcc_axpy.cu"
@@ -136,7 +136,7 @@ def test_missing_nvcc_is_a_toolchain_error(monkeypatch, tmp_path):
 
 def test_the_probe_is_not_a_user_flag():
     """A rebuild with another flag names only that flag as the change, not the pre-included probe."""
-    from aotbench.build import describe_change
+    from aotbench.build.compile import describe_change
 
     a = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False})
     b = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False},
@@ -149,7 +149,7 @@ def test_the_probe_is_not_a_user_flag():
     ("add_reduce.cu", "AddReduce", {"row_sums<true>", "row_sums<false>", "column_partials", "add_partials"}),
 ])
 def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
-    from aotbench.gpu import kernel_names
+    from aotbench.device.gpu.run import kernel_names
 
     attrs = {"a": 2.0} if name == "Saxpy" else {"axis": 0, "keep_dim": False}
     op = aotbench.Custom(str(aotbench.examples_dir() / example) + f":{name}",

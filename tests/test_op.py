@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench.op import MAX_PLANS, workspace_allocation
+from aotbench.op.op import MAX_PLANS, workspace_allocation
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 PROBE_SRC = KERNELS / "op_probe.cc"
@@ -254,7 +254,7 @@ def test_mixed_dtypes_ranks_and_workspace_entries(rng):
 
 def test_workspace_alignment_and_size(rng):
     """Each workspace is 64-byte aligned and at least the requested size (the kernel writes all of it); the
-    allocation is aotbench.op.workspace_allocation(requested), and plan_info reports both."""
+    allocation is aotbench.op.op.workspace_allocation(requested), and plan_info reports both."""
     ws = [int(b) for b in rng.integers(1, 1 << 16, size=4)] + [1, 63, 65]
     op = probe_op(ws=ws)
     for shape in [(3,), (7, 2), (1,)]:
@@ -474,3 +474,20 @@ def test_flags_o3_gives_same_numbers(add_reduce, rng):
         x = rng.standard_normal(random_shape(rng, 2, 1, 64)).astype(np.float32)
         y = rng.standard_normal(x.shape).astype(np.float32)
         np.testing.assert_array_equal(fast(x, y), slow(x, y))
+
+
+def test_an_op_pickled_before_the_layered_layout_still_loads(rng):
+    """Old pickles name aotbench.spec / aotbench.reg / aotbench.attrs: they load into today's op."""
+    import pickle
+
+    reg = aotbench.CustomRegOp("k").input(0, "x").input(0, "y").output(0, "z").attr("axis", "required", "int",
+                                                                                    value=1).get_op_info()
+    op = aotbench.Custom(f"{ADD_REDUCE_SRC}:CustomKernel", None, np.float32, reg_info=reg,
+                         attrs={"keep_dim": False})
+    data = pickle.dumps(op, protocol=2)
+    old = (data.replace(b"aotbench.call.spec\n", b"aotbench.spec\n").replace(b"aotbench.call.reg\n", b"aotbench.reg\n")
+           .replace(b"aotbench.abi.attrs\n", b"aotbench.attrs\n"))
+    assert old != data and b"aotbench.spec\n" in old
+    again = pickle.loads(old)
+    x, y = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(again(x, y), (x + y).sum(axis=1), rtol=1e-5, atol=1e-5)

@@ -16,9 +16,10 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 
 import aotbench
-from aotbench import comparison, plots, sweeping
+from aotbench import plots
+from aotbench.device.timing import Timing
 from aotbench.errors import ArgumentError
-from aotbench.timing import Timing
+from aotbench.measure import comparison, sweeping
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -226,7 +227,7 @@ def test_to_png_renders_figures_from_threads(rng):
 
 
 def test_plots_never_import_pyplot():
-    code = ("import sys, numpy as np; from aotbench import plots; from aotbench.timing import Timing; "
+    code = ("import sys, numpy as np; from aotbench import plots; from aotbench.device.timing import Timing; "
             "fig = plots.timings([Timing((1.0, 2.0, 3.0), label='a')]); plots.to_png(fig); "
             "plots.error_heatmap(np.ones((3, 3)), np.eye(3)); "
             "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'")

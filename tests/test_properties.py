@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 from test_attrs import ATTRS_SRC, ECHO_WORDS, decode
 
 import aotbench
-from aotbench.attrs import AttrKind, typed
+from aotbench.abi.attrs import AttrKind, typed
 
 SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

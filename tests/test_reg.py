@@ -16,8 +16,8 @@ import pytest
 import aotbench
 from aotbench import CustomRegOp
 from aotbench import DataType as D
-from aotbench.attrs import AttrKind
-from aotbench.reg import OpInfo
+from aotbench.abi.attrs import AttrKind
+from aotbench.call.reg import OpInfo
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 PROBE_SRC = KERNELS / "op_probe.cc"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import sanitize
+from aotbench.safety import sanitize
 
 KERNEL = Path(__file__).resolve().parent / "kernels" / "san_faults.cc"
 OVERFLOW_LINE = next(i for i, line in enumerate(KERNEL.read_text().splitlines(), 1) if "heap-buffer-overflow" in line)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench import cache
-from aotbench.build import build
+from aotbench.build import cache
+from aotbench.build.compile import build
 from aotbench.errors import ArgumentError, AttrError
 
 PACKAGE = Path(aotbench.__file__).resolve().parent

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import aotbench
-from aotbench import timing
+from aotbench.device import timing
 from aotbench.errors import ArgumentError, DeviceUnavailableError
 
 

@@ -19,7 +19,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 import aotbench
-from aotbench.tracebacks import user_traceback
+from aotbench.notebook.tracebacks import user_traceback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notebook_runner

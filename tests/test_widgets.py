@@ -15,10 +15,10 @@ import pytest
 ipywidgets = pytest.importorskip("ipywidgets")
 
 import aotbench
-from aotbench import widgets
-from aotbench.attrs import typed
-from aotbench.debounce import Debouncer
+from aotbench.abi.attrs import typed
 from aotbench.errors import ArgumentError, CompileError, ShapeError
+from aotbench.notebook import widgets
+from aotbench.notebook.debounce import Debouncer
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 SCALE = KERNELS / "explore_scale.cc"

@@ -1,0 +1,209 @@
+"""Python side of the native host (``native/host.cc``): bind its C interface with ctypes (the build layer builds
+it: :mod:`aotbench.build.native_host`).
+
+The host implements ``AotExtra`` and calls the kernel's entry points inside try/catch. This module turns its
+outcome codes into aotbench errors and never lets a C++ exception reach ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AotbenchError, AttrError, KernelError
+from .attrs import AttrKind, TypedAttr
+
+OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER, BUSY = range(7)
+HOST_VERSION = 3
+MAX_PARAMS = 64
+
+_c_void_p, _c_int, _c_int64, _c_size_t = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
+_p_int64 = ctypes.POINTER(ctypes.c_int64)
+
+
+class CallRecord(ctypes.Structure):
+    """Mirror of ``struct AotbCall``: one prepared kernel call."""
+
+    _fields_ = [
+        ("fn", _c_void_p), ("nparam", ctypes.c_int32), ("n_in", ctypes.c_int32), ("n_out", ctypes.c_int32),
+        ("busy", ctypes.c_int32), ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
+        ("shapes", ctypes.POINTER(_p_int64)), ("dtypes", ctypes.POINTER(ctypes.c_char_p)),
+        ("stream", _c_void_p), ("extra", _c_void_p), ("nbytes", _p_int64),
+        ("fp_set", ctypes.c_uint32), ("fp_clear", ctypes.c_uint32),
+    ]
+
+
+_SIGNATURES = {
+    "aotb_host_version": ([], _c_int),
+    "aotb_host_call_size": ([], _c_int),
+    "aotb_host_extra_size": ([], _c_int),
+    "aotb_install_crash_report": ([_c_int], _c_int),
+    "aotb_extra_new": ([], _c_void_p),
+    "aotb_extra_free": ([_c_void_p], _c_int),
+    "aotb_extra_workspace_count": ([_c_void_p], _c_int64),
+    "aotb_extra_workspace_sizes": ([_c_void_p, ctypes.POINTER(ctypes.c_uint64)], None),
+    "aotb_extra_set_bool": ([_c_void_p, ctypes.c_char_p, _c_int], None),
+    "aotb_extra_set_int": ([_c_void_p, ctypes.c_char_p, _c_int64], None),
+    "aotb_extra_set_float": ([_c_void_p, ctypes.c_char_p, ctypes.c_float], None),
+    "aotb_extra_set_str": ([_c_void_p, ctypes.c_char_p, ctypes.c_char_p, _c_size_t], None),
+    "aotb_extra_set_int_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], None),
+    "aotb_extra_set_float_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], None),
+    "aotb_extra_set_int_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
+    "aotb_extra_set_float_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
+    "aotb_extra_set_empty_list": ([_c_void_p, ctypes.c_char_p], None),
+    "aotb_extra_set_empty_rows": ([_c_void_p, ctypes.c_char_p, _c_size_t], None),
+    "aotb_call_params": ([_c_void_p, _c_void_p, _c_void_p], _c_int),
+    "aotb_call_init": ([_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, ctypes.POINTER(ctypes.c_int32)],
+                       _c_int),
+    "aotb_call_infer": ([_c_void_p, _c_int, _c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int64,
+                         ctypes.POINTER(_c_int64)], _c_int),
+    "aotb_error_message": ([], ctypes.c_char_p),
+    "aotb_error_attr_name": ([], ctypes.c_char_p),
+    "aotb_error_attr_requested": ([], _c_int),
+    "aotb_error_attr_registered": ([], _c_int),
+    "aotb_error_status": ([], _c_int),
+    "aotb_set_python_api": ([_c_void_p] * 7, None),
+}
+
+# CPython stable-ABI functions the host's hot path uses to read buffers and release the GIL.
+_PYTHON_API = ("PyObject_GetBuffer", "PyBuffer_Release", "PyTuple_Size", "PyTuple_GetItem", "PyErr_Clear",
+               "PyEval_SaveThread", "PyEval_RestoreThread")
+
+def source_path() -> Path:
+    """The native host's C++ source (built by :func:`aotbench.build.native_host.get_host`)."""
+    return Path(__file__).resolve().parent / "native" / "host.cc"
+
+
+class Host:
+    """The loaded host library. Methods take and return plain handles (ints) for extras."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        lib = ctypes.CDLL(str(path))
+        for name, (argtypes, restype) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = argtypes, restype
+        if lib.aotb_host_version() != HOST_VERSION or lib.aotb_host_call_size() != ctypes.sizeof(CallRecord):
+            raise AotbenchError(f"native host {path} does not match this aotbench; delete it to rebuild")
+        lib.aotb_set_python_api(*[ctypes.cast(getattr(ctypes.pythonapi, f), _c_void_p) for f in _PYTHON_API])
+        self.lib = lib
+        #: ``call_params(address_of_CallRecord, params, stream) -> outcome``: F on a complete params array of the
+        #: caller's (inputs, outputs, workspaces), on ``stream`` (None on the cpu).
+        self.call_params = lib.aotb_call_params
+        pylib = ctypes.PyDLL(str(path))
+        #: The hot path, ``call_buffers(address_of_CallRecord, inputs, outputs) -> outcome``: keeps the GIL
+        #: while it reads the arrays' buffers, releases it around F; ``BUSY`` when another call holds the plan's
+        #: workspaces.
+        self.call_buffers = pylib.aotb_call_buffers
+        self.call_buffers.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object]
+        self.call_buffers.restype = _c_int
+        #: ``call_buffers_with(address, inputs, outputs, workspace_pointers)``: the same on workspaces of one's own.
+        self.call_buffers_with = pylib.aotb_call_buffers_with
+        self.call_buffers_with.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object, _c_void_p]
+        self.call_buffers_with.restype = _c_int
+
+    # -- extras ---------------------------------------------------------------------------------------
+    def new_extra(self, attrs: list[TypedAttr]) -> int:
+        extra = self.lib.aotb_extra_new()
+        if not extra:
+            raise MemoryError("the native host could not allocate an AotExtra")
+        for a in attrs:
+            self._set(extra, a)
+        return extra
+
+    def free_extra(self, extra: int) -> None:
+        """Delete the kernel data (kernel code: its library must still be loaded) and the extra."""
+        self.lib.aotb_extra_free(extra)
+
+    def workspace_sizes(self, extra: int) -> list[int]:
+        n = self.lib.aotb_extra_workspace_count(extra)
+        out = (ctypes.c_uint64 * max(n, 1))()
+        self.lib.aotb_extra_workspace_sizes(extra, out)
+        return list(out[:n])
+
+    def _set(self, extra: int, a: TypedAttr) -> None:
+        lib, name, v = self.lib, a.name.encode(), a.value
+        if a.kind is AttrKind.BOOL:
+            lib.aotb_extra_set_bool(extra, name, int(v))
+        elif a.kind is AttrKind.INT:
+            lib.aotb_extra_set_int(extra, name, v)
+        elif a.kind is AttrKind.FLOAT:
+            lib.aotb_extra_set_float(extra, name, v)
+        elif a.kind is AttrKind.STR:
+            data = v.encode()
+            lib.aotb_extra_set_str(extra, name, data, len(data))
+        elif a.kind in (AttrKind.INT_VEC, AttrKind.FLOAT_VEC):
+            arr = np.ascontiguousarray(v, dtype=np.int64 if a.kind is AttrKind.INT_VEC else np.float32)
+            setter = lib.aotb_extra_set_int_vec if a.kind is AttrKind.INT_VEC else lib.aotb_extra_set_float_vec
+            setter(extra, name, arr.ctypes.data, arr.size)
+        elif a.kind in (AttrKind.INT_2D, AttrKind.FLOAT_2D):
+            flat = np.array([x for row in v for x in row],
+                            dtype=np.int64 if a.kind is AttrKind.INT_2D else np.float32)
+            lengths = np.array([len(row) for row in v], dtype=np.int64)
+            setter = lib.aotb_extra_set_int_2d if a.kind is AttrKind.INT_2D else lib.aotb_extra_set_float_2d
+            setter(extra, name, flat.ctypes.data, lengths.ctypes.data, len(v))
+        elif a.kind is AttrKind.EMPTY_LIST:
+            lib.aotb_extra_set_empty_list(extra, name)
+        elif a.kind is AttrKind.EMPTY_ROWS:
+            lib.aotb_extra_set_empty_rows(extra, name, len(v))
+        else:  # pragma: no cover - TypedAttr only holds the kinds above
+            raise AotbenchError(f"unknown attribute kind {a.kind}")
+
+    # -- calls ----------------------------------------------------------------------------------------
+    def call_init(self, fn: int, ndims, shapes, dtypes, extra: int, *, function: str,
+                  attrs: list[TypedAttr]) -> None:
+        status = ctypes.c_int32(0)
+        code = self.lib.aotb_call_init(fn, ndims, shapes, dtypes, extra, ctypes.byref(status))
+        self.raise_for(code, function, status.value, attrs)
+
+    def call_infer(self, fn: int, multi: bool, ndims, shapes, extra: int, *, function: str,
+                   attrs: list[TypedAttr]) -> list[list[int]]:
+        """The shapes ``FInferShape`` returns (one list per output)."""
+        capacity = 256
+        while True:
+            out = np.empty(capacity, dtype=np.int64)
+            needed = _c_int64(0)
+            code = self.lib.aotb_call_infer(fn, int(multi), ndims, shapes, extra, out.ctypes.data, capacity,
+                                            ctypes.byref(needed))
+            if code != TOO_SMALL:
+                break
+            capacity = needed.value
+        self.raise_for(code, function, 0, attrs)
+        result, at = [], 1
+        for _ in range(int(out[0])):
+            rank = int(out[at])
+            result.append([int(d) for d in out[at + 1:at + 1 + rank]])
+            at += 1 + rank
+        return result
+
+    def raise_for(self, code: int, function: str, status: int, attrs: list[TypedAttr]) -> None:
+        """Raise the aotbench error for a host outcome code (nothing for ``OK``)."""
+        if code == OK:
+            return
+        if code == STATUS:
+            raise KernelError(function, status=status if status else self.lib.aotb_error_status())
+        if code == ATTR_ERROR:
+            raise self._attr_error(function, attrs)
+        message = (self.lib.aotb_error_message() or b"").decode("utf-8", "replace")
+        raise KernelError(function, exception=message)
+
+    def _attr_error(self, function: str, attrs: list[TypedAttr]) -> AttrError:
+        name = (self.lib.aotb_error_attr_name() or b"").decode("utf-8", "replace")
+        requested = AttrKind(self.lib.aotb_error_attr_requested())
+        registered = AttrKind(self.lib.aotb_error_attr_registered())
+        names = sorted(a.name for a in attrs)
+        listing = ", ".join(names) if names else "none"
+        if registered is AttrKind.MISSING:
+            msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but the op has no attribute "
+                   f"called {name!r}. Registered attributes: {listing}. Pass it with attrs={{{name!r}: ...}} or "
+                   "CustomRegOp(...).attr(...).")
+        else:
+            value = next((a.value for a in attrs if a.name == name), None)
+            readable = " or ".join(f"Attr<{k.cpp}>" for k in registered.readable_as)
+            msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it is registered as "
+                   f"{registered.cpp} (value {value!r}); there is no implicit conversion. Read it as "
+                   f"{readable} or register a value of the matching Python type. "
+                   f"Registered attributes: {listing}.")
+        return AttrError(msg, name=name, requested=requested.cpp, registered=registered.cpp, names=names)

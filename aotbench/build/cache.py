@@ -1,0 +1,230 @@
+"""The on-disk build cache: where it lives, how its files are written, locked and found again.
+
+Layout under the cache directory (``AOTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/aotbench``, else
+``~/.cache/aotbench``):
+
+- ``<stem>-<key>.so`` and ``<stem>-<key>.json``: one library per distinct build and its manifest. ``key``
+  hashes everything that changes the binary, so a library that has been loaded is never overwritten.
+- ``index/<base>.json``: for one (source, command, compiler, header) the builds made so far, each with the
+  included files it depended on and their hashes; a lookup re-checks those files (by size and mtime, then by
+  content) without running the compiler.
+- ``locks/<base>.lock``: taken with ``fcntl.flock`` while building, so concurrent processes build once; the OS
+  releases it when a builder dies.
+- ``tmp/``: compiler output before it is published with an atomic rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import pwd
+import re
+import shlex
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import AotbenchError
+
+RACY_WINDOW_NS = 2_000_000_000
+
+
+class CacheError(AotbenchError, OSError):
+    """The cache directory cannot be created or written (the message names the directory and the fix)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def default_cache_dir() -> Path:
+    """The cache directory to use when none is given, computed at call time from the environment."""
+    env = os.environ.get("AOTBENCH_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotbench"
+
+
+def prepare(root: Path) -> Path:
+    """Create the cache directory (private to the user) and its subdirectories; return its absolute path.
+
+    Raises :class:`CacheError` when the directory (or one of its subdirectories) is owned by another user or
+    writable by group or others: a library from there could have been replaced by someone else, so nothing is
+    built into it or loaded from it.
+    """
+    root = Path(root).expanduser().absolute()
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_private(root)
+        for sub in ("index", "locks", "tmp"):
+            (root / sub).mkdir(mode=0o700, exist_ok=True)
+            check_private(root / sub, root)
+    except CacheError:
+        raise
+    except OSError as exc:
+        raise CacheError(
+            f"cannot create the aotbench cache directory {root}: {exc.strerror or exc}. Point "
+            "AOTBENCH_CACHE_DIR (or cache_dir=) at a writable directory."
+        ) from exc
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise CacheError(
+            f"the aotbench cache directory {root} is not writable. Point AOTBENCH_CACHE_DIR (or cache_dir=) "
+            "at a writable directory."
+        )
+    return root
+
+
+def check_private(directory: Path, root: Path | None = None) -> None:
+    """Raise :class:`CacheError` unless ``directory`` is owned by this user and writable by nobody else."""
+    st = os.stat(directory)
+    root = root or directory
+    fix = (f"Run `chmod 700 {shlex.quote(str(directory))}` if it is yours, or point AOTBENCH_CACHE_DIR (or "
+           "cache_dir=) at a private directory of your own.")
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise CacheError(
+            f"refusing the aotbench cache directory {root}: {directory} is owned by {_user(st.st_uid)}, not by "
+            f"you ({_user(uid)}), so another user could replace the libraries aotbench would load from it. "
+            "Point AOTBENCH_CACHE_DIR (or cache_dir=) at a private directory of your own.")
+    if st.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("group", 0o020), ("world", 0o002)) if st.st_mode & bit)
+        sticky = " (the sticky bit does not make it private)" if st.st_mode & stat.S_ISVTX else ""
+        raise CacheError(
+            f"refusing the aotbench cache directory {root}: {directory} is {who}-writable (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}){sticky}, so another user could replace the libraries aotbench "
+            f"would load from it. {fix}")
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see either the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON file's content, or None when it is missing or unreadable (a damaged entry is treated as absent)."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` for the duration of the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@dataclass(frozen=True)
+class DepStamp:
+    """An included file as it was when a build used it."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    def still_valid(self) -> bool:
+        """True when the file is unchanged: same size and mtime, or (if touched) the same content."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns and not _racy(st.st_mtime_ns):
+            return True
+        try:
+            return st.st_size == self.size and sha256_file(Path(self.path)) == self.sha256
+        except OSError:
+            return False
+
+
+def stamp(path: str) -> DepStamp:
+    """Size, mtime and content hash of an included file (the hash is memoised per size and mtime)."""
+    st = os.stat(path)
+    if _racy(st.st_mtime_ns):
+        return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)))
+    return _stamp(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4096)
+def _stamp(path: str, size: int, mtime_ns: int) -> DepStamp:
+    # System headers appear in every build; hashing them once per process keeps a cold build near the bare
+    # compiler's time. Only files whose mtime is old enough to be trusted get here (see _racy).
+    return DepStamp(path, size, mtime_ns, sha256_file(Path(path)))
+
+
+def _racy(mtime_ns: int) -> bool:
+    """True for a file modified in the last two seconds: a rewrite within the filesystem's timestamp
+    granularity could leave size and mtime unchanged, so such a file is always judged by its content."""
+    return time.time_ns() - mtime_ns < RACY_WINDOW_NS
+
+
+_DATA_SUFFIX = re.compile(r"\.(?!(?:h|hh|hpp|hxx|h\+\+|cuh|inc|inl|ipp|tcc|tpp|def)$)[A-Za-z0-9+_-]+$")
+
+
+def listing_hash(directory: str) -> str:
+    """A hash of the names in ``directory`` that an ``#include`` could find, so a new or removed header (or
+    folder) changes it; "missing" if unreadable. Files with a non-header extension (data, notebooks,
+    sources) are left out: saving ``results.npy`` beside a kernel does not invalidate its build."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if not _DATA_SUFFIX.search(n) or os.path.isdir(
+            os.path.join(directory, n)))
+    except OSError:
+        return "missing"
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
+def dependencies_key(deps: list[DepStamp]) -> str:
+    h = hashlib.sha256()
+    for d in sorted(deps, key=lambda d: d.path):
+        h.update(f"{d.path}\0{d.sha256}\0".encode())
+    return h.hexdigest()
+
+
+def index_entries(root: Path, base: str) -> list[dict]:
+    data = read_json(root / "index" / f"{base}.json")
+    entries = data.get("entries") if data else None
+    return entries if isinstance(entries, list) else []
+
+
+def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> None:
+    """Put ``entry`` first in the index for ``base`` (caller holds the base's lock)."""
+    entries = [e for e in index_entries(root, base) if isinstance(e, dict) and e.get("key") != entry["key"]]
+    data = {"entries": [entry, *entries][:keep]}
+    write_atomic(root / "index" / f"{base}.json", json.dumps(data, separators=(",", ":")).encode())
+
+
+# --- Inspecting and pruning the cache (``python -m aotbench cache info|prune``) ------------------------------

@@ -1,0 +1,330 @@
+"""Compile a kernel source into a content-addressed shared library, or find it already built.
+
+:func:`build` is the only entry point. A cache hit costs a hash of the source, a stat of each file it
+included last time, and a hash of the library; it never runs the compiler. A miss compiles under an OS lock
+into a temporary file, records the compiler's dependency output, and publishes library and manifest with
+atomic renames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import cache
+from ..abi import elf
+from . import nvcc
+from . import toolchain
+from .._version import HEADER_VERSION, __version__
+from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
+
+_STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
+_KEY = re.compile(r"[A-Za-z0-9_.+-]+")
+_DEP_SPLIT = re.compile(r"(?<!\\)\s+")
+_DEP_UNESCAPE = re.compile(r"\\[ #\\]")
+_NVCC_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)(?: #[\w-]+)?: "
+    r"(?P<msg>.*)$", re.MULTILINE)
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^\n:]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built library and everything about how it was built (also in the JSON manifest beside it)."""
+
+    path: Path
+    manifest_path: Path
+    key: str
+    command: tuple[str, ...]
+    log: str
+    cache_hit: bool
+    build_time_s: float
+    dependencies: tuple[str, ...] = field(default=())
+    source: str = ""  # the source text that was compiled (for a cache hit: identical by construction)
+
+    @property
+    def manifest(self) -> dict:
+        return cache.read_json(self.manifest_path) or {}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one source is compiled: the compiler, the documented argv for an output path, what is added when
+    it actually runs (flags that do not change the binary), and the architecture choice for CUDA."""
+
+    compiler: str
+    command: Callable[[Path], list[str]]
+    run_extra: tuple[str, ...] = ()
+    arch_reason: str | None = None
+
+
+# Flags after which g++ or nvcc writes no shared library (or writes it to stdout), though it exits with status 0.
+_NO_LINK_FLAGS = frozenset({"-fsyntax-only", "-E", "-S", "-c", "-M", "-MM", "--preprocess", "--compile",
+                            "--ptx", "--cubin", "--fatbin", "-ptx", "-cubin", "-fatbin", "-dryrun", "--dryrun"})
+
+
+def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = None) -> Recipe:
+    """g++ with the documented C++ flags for .cc/.cpp, nvcc with the adapted CUDA flags for .cu."""
+    if source.suffix in toolchain.CXX_SUFFIXES:
+        cxx = toolchain.find_cxx()
+        return Recipe(cxx, lambda out: toolchain.cxx_command(cxx, source, out, flags))
+    if source.suffix in toolchain.CUDA_SUFFIXES:
+        compiler = nvcc.find_nvcc()
+        try:
+            choice = nvcc.choose_archs(compiler, arch)
+        except ValueError as exc:
+            raise ArgumentError(str(exc)) from exc
+        return Recipe(compiler, lambda out: nvcc.cuda_command(compiler, source, out, flags, choice.gencode),
+                      (nvcc.RESOURCE_FLAG,), choice.reason)
+    raise ArgumentError(f"{source.name}: kernel sources end in .cc or .cpp (g++) or .cu (nvcc)")
+
+
+def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
+          force: bool = False, arch: str | int | None = None) -> Artifact:
+    """Return the library for ``source`` built with the documented command plus ``flags``.
+
+    ``force`` rebuilds even when a matching library is cached (the new build gets its own file name only if
+    its inputs differ; otherwise it replaces the entry atomically). ``arch`` overrides the CUDA architecture.
+    """
+    source = Path(source).expanduser().absolute()
+    try:
+        source_bytes = source.read_bytes()
+    except OSError as exc:
+        raise AotbenchError(f"cannot read kernel source {source}: {exc.strerror or exc}") from exc
+    recipe = recipe_for(source, tuple(flags), arch)
+    root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
+    stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
+    template = recipe.command(Path("<output>"))
+    base = _base_key(source_bytes, template, toolchain.compiler_identity(recipe.compiler))
+    search_dirs = toolchain.user_include_dirs(source, tuple(flags))
+
+    if not force:
+        hit = _lookup(root, base, search_dirs)
+        if hit is not None:
+            return replace(hit, source=source_bytes.decode("utf-8", "replace"))
+    with cache.locked(root / "locks" / f"{base}.lock"):
+        if not force:
+            hit = _lookup(root, base, search_dirs)  # another process may have built it while we waited
+            if hit is not None:
+                return replace(hit, source=source_bytes.decode("utf-8", "replace"))
+        artifact = _compile(root, base, stem, source, source_bytes, recipe, search_dirs)
+    return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
+
+
+def describe_change(old: Artifact, new: Artifact) -> list[str]:
+    """What differs between two builds' inputs, in words (empty when the inputs are the same)."""
+    a, b = old.manifest, new.manifest
+    changes = []
+    if a.get("source_sha256") != b.get("source_sha256"):
+        changes.append("the kernel source changed")
+    old_deps, new_deps = _dependency_hashes(a), _dependency_hashes(b)
+    for path in sorted(old_deps.keys() | new_deps.keys()):
+        if path not in old_deps:
+            changes.append(f"now includes {path}")
+        elif path not in new_deps:
+            changes.append(f"no longer includes {path}")
+        elif old_deps[path] != new_deps[path]:
+            changes.append(f"included file changed: {path}")
+    if _user_flags(a) != _user_flags(b):
+        changes.append(f"flags changed: {_user_flags(a)} -> {_user_flags(b)}")
+    if a.get("compiler") != b.get("compiler"):
+        changes.append(f"compiler changed: {a.get('compiler')} -> {b.get('compiler')}")
+    if a.get("header_version") != b.get("header_version") or a.get("aotbench_version") != b.get("aotbench_version"):
+        changes.append("aotbench or its header changed")
+    return changes
+
+
+def _dependency_hashes(manifest: dict) -> dict[str, str]:
+    """A manifest's included files and their hashes (entries that are not well-formed are skipped)."""
+    deps = manifest.get("dependencies")
+    return {d["path"]: d.get("sha256") for d in deps if isinstance(d, dict) and isinstance(d.get("path"), str)} \
+        if isinstance(deps, list) else {}
+
+
+def _user_flags(manifest: dict) -> list[str]:
+    """The flags after the source file in a manifest's argv (what the user appended; a gpu build's pre-included
+    launch-error probe is aotbench's, not the user's)."""
+    argv = manifest.get("argv", [])
+    source = manifest.get("source")
+    flags = argv[argv.index(source) + 1:] if source in argv else []
+    if flags[:1] == ["--pre-include"]:
+        flags = flags[2:]
+    return flags
+
+
+def invalidate(artifact: Artifact) -> None:
+    """Forget a cached library that turned out to be unusable, so the next :func:`build` recompiles."""
+    for p in (artifact.manifest_path, artifact.path):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def _base_key(source_bytes: bytes, template: list[str], identity: str) -> str:
+    h = hashlib.sha256()
+    for part in (f"aotbench-build {__version__} header {HEADER_VERSION}", identity, json.dumps(template)):
+        h.update(part.encode() + b"\0")
+    h.update(source_bytes)
+    return h.hexdigest()[:32]
+
+
+def _lookup(root: Path, base: str, search_dirs: list[str]) -> Artifact | None:
+    for entry in cache.index_entries(root, base):
+        try:
+            key = entry["key"]
+            if not (isinstance(key, str) and _KEY.fullmatch(key)):
+                continue
+            deps = [cache.DepStamp(*d) for d in entry["deps"]]
+            listings = {d: h for d, h in entry.get("dirs", [])}
+            if listings != {d: cache.listing_hash(d) for d in search_dirs}:
+                continue  # a file appeared or vanished where includes are searched: it may shadow a header
+            if not all(d.still_valid() for d in deps):
+                continue
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a damaged entry is a miss
+        artifact = _load_manifest(root, key, cache_hit=True)
+        if artifact is not None:
+            return artifact
+    return None
+
+
+def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None:
+    """The artifact published as ``name``, if both files exist and the library matches its recorded hash."""
+    manifest_path = root / f"{name}.json"
+    data = cache.read_json(manifest_path)
+    if data is None or not _manifest_is_whole(data):
+        return None  # missing, damaged or written by something else: a miss, and the rebuild replaces it
+    lib = root / f"{name}.so"
+    try:
+        if cache.sha256_file(lib) != data.get("artifact_sha256"):
+            return None  # truncated or replaced: rebuild
+    except OSError:
+        return None
+    return Artifact(
+        path=lib, manifest_path=manifest_path, key=name, command=tuple(data["argv"]), log=data["log"],
+        cache_hit=cache_hit, build_time_s=float(data["build_time_s"]),
+        dependencies=tuple(d["path"] for d in data["dependencies"]),
+    )
+
+
+def _manifest_is_whole(data: dict) -> bool:
+    """True when a manifest has every field a cache hit reads, each of the type :func:`_compile` writes."""
+    def strings(value) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    deps = data.get("dependencies")
+    time_s = data.get("build_time_s")
+    return (strings(data.get("argv")) and bool(data["argv"]) and isinstance(data.get("log"), str)
+            and isinstance(data.get("artifact_sha256"), str) and isinstance(data.get("source"), str)
+            and isinstance(time_s, (int, float)) and not isinstance(time_s, bool) and 0 <= time_s < float("inf")
+            and isinstance(deps, list)
+            and all(isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("sha256"), str)
+                    for d in deps))
+
+
+def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, recipe: Recipe,
+             search_dirs: list[str]) -> Artifact:
+    scratch = root / "tmp" / f"{stem}-{base[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
+    argv_run = [*recipe.command(tmp_lib), *recipe.run_extra, "-MD", "-MF", str(dep_file)]
+    listings = [[d, cache.listing_hash(d)] for d in search_dirs]
+    marker.touch()
+    started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(argv_run, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace", stdin=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - started
+        if proc.returncode != 0:
+            documented = recipe.command(root / f"{stem}-<key>.so")
+            raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
+        if not tmp_lib.is_file() or elf.structural_problem(tmp_lib.read_bytes()) is not None:
+            documented = recipe.command(root / f"{stem}-<key>.so")
+            raise NoLibraryError(documented, proc.stdout, [f for f in documented if f in _NO_LINK_FLAGS])
+        own = str(source)
+        deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
+        # A file saved while the compiler ran may not be what it read: publish the library under a unique
+        # name but do not index it, so the next build compiles again.
+        unstable = source.read_bytes() != source_bytes or any(d.mtime_ns > started_fs_ns for d in deps)
+        salt = uuid.uuid4().hex if unstable else ""
+        key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps) + salt).encode()).hexdigest()[:20]}"
+        lib = root / f"{key}.so"
+        argv = recipe.command(lib)
+        manifest = {
+            "key": key, "base_key": base, "source": str(source),
+            "source_sha256": hashlib.sha256(source_bytes).hexdigest(),
+            "argv": argv, "argv_run": argv_run, "compiler": toolchain.compiler_identity(recipe.compiler),
+            "aotbench_version": __version__, "header_version": HEADER_VERSION,
+            "log": proc.stdout, "build_time_s": round(elapsed, 4), "created": time.time(),
+            "artifact_sha256": cache.sha256_file(tmp_lib),
+            "dependencies": [{"path": d.path, "sha256": d.sha256} for d in deps],
+        }
+        if recipe.arch_reason is not None:
+            manifest["arch_reason"] = recipe.arch_reason
+            manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)
+            manifest["notes"] = nvcc.stream_notes(source_bytes.decode("utf-8", "replace"))
+        entry = None if unstable else {"key": key, "deps": [list(vars(d).values()) for d in deps], "dirs": listings}
+        _publish(root, base, key, tmp_lib, manifest, entry)
+    finally:
+        for p in (tmp_lib, dep_file, marker):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    return Artifact(path=lib, manifest_path=root / f"{key}.json", key=key, command=tuple(argv), log=proc.stdout,
+                    cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps))
+
+
+def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, entry: dict | None) -> None:
+    """Move the library into place, then write its manifest and index entry. A failure (a full disk) removes
+    what was written, so no library without a manifest is left, and raises CacheError."""
+    lib, manifest_path = root / f"{key}.so", root / f"{key}.json"
+    try:
+        os.replace(tmp_lib, lib)
+        cache.write_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
+        if entry is not None:
+            cache.record_index_entry(root, base, entry)
+    except OSError as exc:
+        for path in (manifest_path, lib):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise cache.CacheError(f"cannot write the build into the cache {root}: {exc.strerror or exc}. Free some "
+                               "space (python -m aotbench cache prune --max-size ...) or point AOTBENCH_CACHE_DIR "
+                               "elsewhere.") from exc
+
+
+def parse_diagnostics(log: str) -> list[Diagnostic]:
+    """GCC-style ``file:line:col: severity: message`` lines and nvcc's front end's ``file(line): severity:
+    message`` lines (``warning #177-D:``; a "catastrophic error" is a fatal one), in the order they came."""
+    found = [(m.start(), Diagnostic(m["file"], int(m["line"]), int(m["col"]) if m["col"] else None, m["sev"],
+                                    m["msg"].strip())) for m in _DIAGNOSTIC.finditer(log)]
+    found += [(m.start(), Diagnostic(m["file"], int(m["line"]), None,
+                                     "fatal error" if m["sev"] == "catastrophic error" else m["sev"],
+                                     m["msg"].strip())) for m in _NVCC_DIAGNOSTIC.finditer(log)]
+    return [d for _, d in sorted(found, key=lambda item: item[0])]
+
+
+def parse_depfile(text: str) -> list[str]:
+    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``).
+
+    Paths are separated by unescaped white space; ``\\ `` is a space inside a path, ``\\#`` a hash and ``$$`` a
+    dollar sign. Continuation lines (a backslash before the newline) are joined first.
+    """
+    rule = text.replace("\\\n", " ").split("\n", 1)[0]
+    _, _, prereqs = rule.partition(": ")  # the paths we pass contain no colon-space
+    return [_DEP_UNESCAPE.sub(lambda m: m.group(0)[-1], p).replace("$$", "$")
+            for p in _DEP_SPLIT.split(prereqs.strip()) if p]

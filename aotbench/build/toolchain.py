@@ -1,0 +1,94 @@
+"""Which compiler builds a kernel, and with exactly which command.
+
+The default C++ command is the documented one (ABI.md section 6), as an argv list:
+``g++ -std=c++17 --shared -fPIC -D_GLIBCXX_USE_CXX11_ABI=0 -I<aotbench include> -I<source dir> -o <out> <src>``
+followed by the user's extra flags. Nothing here runs a compiler except :func:`compiler_identity`, whose answer
+is memoised per compiler binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import ToolchainNotFoundError
+
+#: The flags every C++ kernel is built with; the ABI flag must match the native host's.
+CXX_BASE_FLAGS = ("-std=c++17", "--shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0")
+
+CXX_SUFFIXES = (".cc", ".cpp")
+CUDA_SUFFIXES = (".cu",)
+
+
+def include_dir() -> Path:
+    """The directory holding aotbench's ``custom_aot_extra.h``."""
+    return Path(__file__).resolve().parents[1] / "abi" / "include"
+
+
+def find_cxx() -> str:
+    """Absolute path of ``g++`` on the current PATH (looked up at call time, never at import)."""
+    found = shutil.which("g++")
+    if found is None:
+        raise ToolchainNotFoundError(
+            "g++", "install the GNU C++ compiler (Debian/Ubuntu: apt-get install g++; conda: conda install gxx)"
+        )
+    return found
+
+
+def cxx_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...] = ()) -> list[str]:
+    """The documented C++ build command for ``source``, writing ``output``, with ``flags`` appended.
+
+    The source's own directory is on the include path, so a ``custom_aot_extra.h`` beside the kernel (e.g.
+    MindSpore's) is found first by ``#include "custom_aot_extra.h"``, exactly as in MindSpore.
+    """
+    return [
+        compiler, *CXX_BASE_FLAGS,
+        f"-I{include_dir()}", f"-I{source.parent}",
+        "-o", str(output), str(source), *flags,
+    ]
+
+
+_INCLUDE_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
+
+
+def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
+    """Directories searched for headers before the system's: the source's own, aotbench's, and those the
+    flags add (``-I``, ``-iquote``, ``-isystem``, ``-idirafter``, joined or as two arguments)."""
+    dirs = [str(source.parent), str(include_dir())]
+    pending = None
+    for flag in flags:
+        if pending:
+            dirs.append(flag)
+            pending = None
+            continue
+        for option in _INCLUDE_OPTIONS:
+            if flag == option:
+                pending = option
+            elif flag.startswith(option) and not (option == "-I" and flag.startswith("-I-")):
+                dirs.append(flag[len(option):])
+    return [os.path.abspath(d) for d in dict.fromkeys(dirs)]
+
+
+def _binary_stamp(path: str) -> tuple[str, int, int]:
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return real, st.st_size, st.st_mtime_ns
+
+
+def compiler_identity(compiler: str) -> str:
+    """A string that changes whenever the compiler does: its resolved path, version banner and target."""
+    return _identity(*_binary_stamp(compiler))
+
+
+@lru_cache(maxsize=32)
+def _identity(real_path: str, size: int, mtime_ns: int) -> str:
+    try:
+        out = subprocess.run([real_path, "--version"], check=False, capture_output=True, text=True, timeout=60)
+        machine = subprocess.run([real_path, "-dumpmachine"], check=False, capture_output=True, text=True, timeout=60)
+    except OSError as exc:  # present but not runnable
+        raise ToolchainNotFoundError(real_path, f"it could not be run ({exc})") from exc
+    banner = out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
+    return f"{real_path} {size} {mtime_ns} | {banner} | {machine.stdout.strip()}"

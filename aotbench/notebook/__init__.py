@@ -1,0 +1,2 @@
+"""The notebook face: the ``%%aot_kernel`` magic, the explore panel and its logic, debouncing, HTML views and
+IPython tracebacks. Above everything but the command line; only here is IPython imported."""

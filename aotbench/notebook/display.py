@@ -1,0 +1,112 @@
+"""Text and HTML renderings of ops and compile errors, as plain strings.
+
+No UI library is imported here: IPython calls ``Op._repr_html_`` and ``CompileError._render_traceback_``,
+which delegate to these functions.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from ..call import rules
+from ..errors import CompileError, Diagnostic
+
+if TYPE_CHECKING:
+    from ..op.op import Op
+
+MAX_DIAGNOSTICS = 12
+
+
+def op_rows(op: Op) -> list[tuple[str, str]]:
+    """(label, value) pairs describing an op: what it is and how it was built."""
+    spec = op.spec
+    attrs = ", ".join(f"{name}={value!r}" for name, value in op.attrs.items()) or "none"
+    if spec.call_attrs:
+        attrs += f" (call arguments: {', '.join(spec.call_attrs)})"
+    if op.artifact is None:
+        build = f"prebuilt {op.library.path}"
+    elif op.artifact.cache_hit:
+        build = f"cache hit, {op.artifact.path.name}"
+    else:
+        build = f"compiled in {op.artifact.build_time_s:.2f} s, {op.artifact.path.name}"
+    outputs = f"{spec.n_outputs} by {rules.describe_rule(spec.out_shape)}"
+    rows = [("function", op.name), ("target", spec.target), ("attributes", attrs), ("outputs", outputs),
+            ("build", build)]
+    manifest = op.artifact.manifest if op.artifact else {}
+    if "arch_reason" in manifest:
+        rows.append(("arch", manifest["arch_reason"]))
+    rows += [("kernel", resource_text(r)) for r in op.resources]
+    rows += [("note", note) for note in manifest.get("notes", [])]
+    return rows
+
+
+def resource_text(r: dict) -> str:
+    """One ptxas report entry in words."""
+    return (f"{r['kernel']} ({r['arch']}): {r['registers']} registers, {r['shared_bytes']} B shared, "
+            f"{r['stack_bytes']} B stack, {r['spill_stores']}/{r['spill_loads']} B spill stores/loads")
+
+
+def op_text(op: Op) -> str:
+    return "\n".join(f"{label:>10}: {value}" for label, value in op_rows(op))
+
+
+def op_html(op: Op) -> str:
+    rows = "".join(
+        f"<tr><th style='text-align:right;padding-right:1em'>{html.escape(label)}</th>"
+        f"<td style='text-align:left'><code>{html.escape(value)}</code></td></tr>" for label, value in op_rows(op))
+    return f"<div><b>aotbench op</b><table>{rows}</table></div>"
+
+
+def _snippet(diag: Diagnostic, sources: dict[str, str]) -> list[str]:
+    """The offending source line with its number and a caret under the column, if the source is known."""
+    lines = sources.get(diag.file, "").splitlines()
+    if not 1 <= diag.line <= len(lines):
+        return []
+    raw = lines[diag.line - 1]
+    gutter = f"{diag.line:>5} | "
+    out = [gutter + raw.expandtabs(4)]
+    if diag.column:
+        # g++ counts bytes; the caret goes under the same character of the tab-expanded line.
+        before = raw.encode()[:diag.column - 1].decode(errors="ignore").expandtabs(4)
+        out.append(" " * (len(gutter) + len(before)) + "^")
+    return out
+
+
+def _shown(err: CompileError) -> list[Diagnostic]:
+    return [d for d in err.diagnostics if d.severity != "note" or d.file in err.sources][:MAX_DIAGNOSTICS]
+
+
+def compile_error_text(err: CompileError) -> str:
+    """Each diagnostic (cell line numbers where the source is a cell) with the offending line and a caret."""
+    errors = len(err.errors)
+    head = (f"CompileError: compilation failed with {errors} error{'s' * (errors != 1)} "
+            f"({err.argv[0]} exited with status {err.returncode})")
+    out = [head]
+    for diag in _shown(err):
+        out.append(str(diag))
+        out += _snippet(diag, err.sources)
+    if len(err.diagnostics) > MAX_DIAGNOSTICS:
+        out.append(f"... {len(err.diagnostics) - MAX_DIAGNOSTICS} more diagnostics")
+    if not err.diagnostics:
+        out += err.log.strip().splitlines()[-15:]
+    out.append("(the complete compiler output is in the exception's .log)")
+    return "\n".join(out)
+
+
+def compile_error_html(err: CompileError) -> str:
+    colors = {"error": "#b00020", "fatal error": "#b00020", "warning": "#8a6d00", "note": "#555"}
+    items = []
+    for diag in _shown(err):
+        snippet = "\n".join(_snippet(diag, err.sources))
+        where = f"{diag.file}:{diag.line}" + (f":{diag.column}" if diag.column else "")
+        code = f"<pre style='margin:0.2em 0'>{html.escape(snippet)}</pre>" if snippet else ""
+        items.append(
+            f"<div style='margin:0.3em 0'><code>{html.escape(where)}</code> "
+            f"<b style='color:{colors.get(diag.severity, '#000')}'>{html.escape(diag.severity)}</b>: "
+            f"{html.escape(diag.message)}{code}</div>")
+    errors = len(err.errors)
+    return (f"<div style='border-left:4px solid #b00020;padding-left:0.6em'>"
+            f"<b>Compile failed</b>: {errors} error{'s' * (errors != 1)}{''.join(items)}"
+            f"<details><summary>complete compiler output</summary><pre>{html.escape(err.log)}</pre>"
+            f"<pre>{html.escape(' '.join(err.argv))}</pre></details></div>")
