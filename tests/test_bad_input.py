@@ -222,19 +222,24 @@ def _private_small_shm_works() -> bool:
     return probe.returncode == 0
 
 
+def run_with_small_shm(tmp_path: Path, cache: Path, script_text: str, mib: int):
+    """Run a script (argv[1]: this file's kernel) in a private mount namespace whose /dev/shm holds ``mib`` MiB."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "small_shm_script.py"
+    script.write_text(script_text)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), AOTBENCH_CACHE_DIR=str(cache))
+    return subprocess.run(["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={mib}m tmpfs /dev/shm && exec "$@"',
+                           "sh", sys.executable, str(script), str(KERNEL)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+
+
 @pytest.mark.skipif(not _private_small_shm_works(), reason="needs unshare -m and mount (root)")
 def test_isolated_call_larger_than_dev_shm_is_a_clear_error(tmp_path, session_cache):
     """With an 8 MiB /dev/shm (Docker's is 64 MiB), in a private mount namespace: a call needing 12 MiB of shared
     memory is an IsolationMemoryError naming both sizes instead of a SIGBUS, and calls that fit still work."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "small_shm.py"
-    script.write_text(SMALL_SHM)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), AOTBENCH_CACHE_DIR=str(session_cache))
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=8m tmpfs /dev/shm && exec "$@"',
-                           "sh", sys.executable, str(script), str(KERNEL)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    proc = run_with_small_shm(tmp_path, session_cache, SMALL_SHM, 8)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
     assert lines["1"] == "ok True" and lines["3"] == "ok True", proc.stdout
@@ -260,15 +265,7 @@ def test_an_arena_reused_after_dev_shm_filled_up_is_safe(tmp_path, session_cache
     """A 32 MiB /dev/shm: op a's arena (8 MiB for a 5 MiB call), then op b asks for 26 MiB, then a reuses its
     arena for 7.5 MiB. With sparse arenas b got its space and a's second call touched pages nobody could hold
     (SIGBUS); with reserved ones b's call is refused cleanly and a's works."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "two_ops.py"
-    script.write_text(TWO_OPS_SHM)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), AOTBENCH_CACHE_DIR=str(session_cache))
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=32m tmpfs /dev/shm && exec "$@"',
-                           "sh", sys.executable, str(script), str(KERNEL)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    proc = run_with_small_shm(tmp_path, session_cache, TWO_OPS_SHM, 32)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stdout} {proc.stderr[-2000:]}"
     assert proc.stdout.split("\n")[:4] == ["a 2.5 ok True", "b 13 IsolationMemoryError", "a 3.75 ok True",
                                            "b 10 ok True"], proc.stdout
