@@ -19,12 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import cache
-from ..abi import elf
-from . import nvcc
-from . import toolchain
 from .._version import HEADER_VERSION, __version__
+from ..abi import elf
 from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
+from . import cache, nvcc, toolchain
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"[A-Za-z0-9_.+-]+")
