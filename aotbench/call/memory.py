@@ -61,7 +61,7 @@ def _cgroup_limits(lines: list[str] | None = None, root: Path = _CGROUP_ROOT) ->
 
 
 def size_text(n: int) -> str:
-    """``n`` bytes in binary units: "512 B", "3.0 MiB", "4.0 TiB"."""
+    """``n`` bytes in binary units: "512 B", "3.0 MiB", "4.0 TiB" (for messages, the doctor and the cache CLI)."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024 or unit == "PiB":

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..build import cache, nvcc, toolchain
+from ..call.memory import size_text
 from ..errors import ToolchainNotFoundError
 
 NOT_INSTALLED = "not installed"
@@ -61,7 +62,7 @@ class Report:
         nvcc = (f"{self.nvcc_version} ({self.nvcc_path}, from {self.nvcc_source})" if self.nvcc_path
                 else self.nvcc_version)
         if self.cache_exists:
-            cache_line = (f"{self.cache_dir} ({_human_bytes(self.cache_size_bytes)}, {self.cache_size_bytes} bytes; "
+            cache_line = (f"{self.cache_dir} ({size_text(self.cache_size_bytes)}, {self.cache_size_bytes} bytes; "
                           f"{self.cache_libraries} libraries)")
         else:
             cache_line = f"{self.cache_dir} (does not exist yet)"
@@ -238,12 +239,3 @@ def _cache_usage(root: Path) -> tuple[bool, int, int]:
     except OSError:
         libraries = 0
     return True, size, libraries
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"

@@ -9,6 +9,8 @@ import timeit
 
 import numpy as np
 
+from ..call.memory import size_text
+
 
 def _median_call_us(fn, *args) -> tuple[float, int]:
     """Median per-call time in microseconds over five autoranged runs, and the calls per run."""
@@ -59,14 +61,6 @@ def doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
 def cache_info(args: argparse.Namespace) -> int:
     """Print what the cache holds: totals, then the largest and the most recently used libraries."""
     import json
@@ -87,9 +81,9 @@ def cache_info(args: argparse.Namespace) -> int:
         }, indent=2))
         return 0
     print(f"cache:     {u.root}")
-    print(f"total:     {_size(u.total_bytes)} in {u.total_files} files")
-    print(f"libraries: {len(u.entries)} ({_size(u.library_bytes)} with manifests); {u.index_files} index files; "
-          f"{u.cell_sources} cell sources ({_size(u.cell_bytes)}); {u.tmp_files} tmp files ({_size(u.tmp_bytes)})")
+    print(f"total:     {size_text(u.total_bytes)} in {u.total_files} files")
+    print(f"libraries: {len(u.entries)} ({size_text(u.library_bytes)} with manifests); {u.index_files} index files; "
+          f"{u.cell_sources} cell sources ({size_text(u.cell_bytes)}); {u.tmp_files} tmp files ({size_text(u.tmp_bytes)})")
     for title, rows in (("largest", sorted(u.entries, key=lambda e: e.size_bytes, reverse=True)[:10]),
                         ("most recently used", u.entries[:10])):
         if rows:
@@ -97,7 +91,7 @@ def cache_info(args: argparse.Namespace) -> int:
             print(f"  {'size':>10}  {'last used':<16}  key / source")
             for e in rows:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))
-                print(f"  {_size(e.size_bytes):>10}  {when:<16}  {e.key}  {e.source}")
+                print(f"  {size_text(e.size_bytes):>10}  {when:<16}  {e.key}  {e.source}")
     return 0
 
 
@@ -115,7 +109,7 @@ def cache_prune(args: argparse.Namespace) -> int:
         print(f"{verb} {path}")
     after = cache_admin.usage(root)
     print(f"{verb} {len(removed)} files; the cache {'is' if not args.dry_run else 'stays at'} "
-          f"{_size(after.total_bytes)} ({len(after.entries)} libraries)")
+          f"{size_text(after.total_bytes)} ({len(after.entries)} libraries)")
     return 0
 
 
