@@ -201,7 +201,7 @@ class CudaError(KernelError):
         self.function, self.status, self.exception = function, None, None
         self.error, self.description, self.when = error, description, when
         self.kernels = tuple(kernels)
-        self.sticky = sticky
+        self.sticky, self.hint = sticky, hint
         launched = f" (kernels in this library: {', '.join(self.kernels)})" if self.kernels else ""
         msg = f"{function}: CUDA error {error} ({description}) {when}{launched}."
         if hint:

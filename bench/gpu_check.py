@@ -1,19 +1,25 @@
-"""The one device check: run it on a machine with an NVIDIA GPU, where nothing beyond the image is installed
-(cupy, nvcc, g++, pytest are there; aotbench runs from this checkout):
+"""The one device check, for a lent machine with an NVIDIA GPU where only cupy, nvcc, g++ and pytest are installed
+(aotbench runs from this checkout):
 
-    PYTHONUNBUFFERED=1 python3 bench/gpu_check.py [--out DIR] [--quick]
+    PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --out DIR [--quick] [--total-s 450]
 
-1. the environment: GPU, driver, nvcc, cupy, and the architecture aotbench chooses (with its reason);
-2. the gpu-path tests: ``pytest tests/test_gpu.py tests/test_gpu_path.py tests/test_gpu_sanitize.py
-   tests/test_nvcc.py`` (the ``gpu`` ones run here and nowhere else);
-3. memory-bound examples against a device-to-device copy measured in the same run: saxpy (12 bytes per
-   element) and the fused Add+ReduceSum (8 bytes per element, both axes), timed by aotbench's CUDA-event
-   timing with the L2 flushed; target >= 80 % of the copy's bandwidth;
-4. aotbench's event timing against ``cupyx.profiler.benchmark`` on the same launches; target within 5 %;
-5. CUDA-graph replay and the host launch overhead, for the record.
+It runs in phases, each in a child process with its own time limit, so no phase can take the others' results
+with it (a hang, a sticky CUDA error, a crash):
 
-It prints one table and, with ``--out``, writes it as JSON plus the pytest log. The exit status is non-zero when
-a test fails or a target is missed.
+1. environment: the GPU (nvidia-smi, and CUDA as cupy sees it), driver, nvcc, cupy, and the architectures
+   aotbench chooses, with the reason;
+2. tests: the gpu-path tests under pytest, each with a time limit (``gpu_check_pytest``), every outcome written
+   as it happens; a test skipped for "no usable GPU" counts as a failure on a machine that has a GPU;
+3. probes: the host overhead of ``op(x)`` on a tiny array against cupy's own kernel, a no-GPU build (compute_80
+   PTX only) running here, a graph capture of a launch on the legacy stream, memcheck's finding and its line;
+4. benchmarks: saxpy and the fused Add+ReduceSum (both axes) as a share of a device-to-device copy measured in
+   the same run (target >= 80 %), aotbench's event timing against ``cupyx.profiler.benchmark`` compared like
+   with like (target within 5 %), graph replay and launch overhead.
+
+Every row is appended to ``DIR/rows.jsonl`` the moment it exists; ``DIR/gpu_check.json`` is rewritten after each
+phase and at the end, whatever happened; each phase's output is streamed to ``DIR/<phase>.log``. The exit
+status is 0 when everything ran and every target was met, 1 when something failed or missed, 2 when there is no
+usable GPU (within seconds, with the reason).
 """
 
 from __future__ import annotations
@@ -21,144 +27,329 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np
-
-import aotbench
-from aotbench.build import nvcc
-from aotbench.device.gpu.timing import copy_bandwidth_gbps
-
-TESTS = ["tests/test_gpu.py", "tests/test_gpu_path.py", "tests/test_gpu_sanitize.py", "tests/test_nvcc.py"]
-COPY_TARGET = 0.80
-AGREEMENT_TARGET = 0.05
+BENCH = Path(__file__).resolve().parent
+TESTS = ["tests/test_gpu.py", "tests/test_gpu_path.py", "tests/test_gpu_sanitize.py", "tests/test_nvcc.py",
+         "tests/test_cuda_examples_on_host.py"]
+#: Seconds each phase may take at most (less when the total would be exceeded).
+LIMITS = {"environment": 60, "tests": 240, "probes": 100, "benchmarks": 150}
+TEST_LIMIT_S = 120  # one test
+NO_GPU_SKIP = "no usable GPU"
 
 
-def environment() -> dict:
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap,memory.total",
-                          "--format=csv,noheader"], capture_output=True, text=True, check=False).stdout.strip()
-    import cupy
+@dataclass
+class Phase:
+    """How one phase went: ``status`` is "ok", "failed (...)", "timed out after N s" or "skipped (...)"."""
 
-    compiler = nvcc.find_nvcc()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
-    choice = nvcc.choose_archs(compiler)
-    return {"gpu": smi, "cupy": cupy.__version__, "nvcc": compiler, "nvcc_version": version.strip().splitlines()[-1],
-            "gencode": " ".join(choice.gencode), "arch_reason": choice.reason, "python": sys.version.split()[0]}
-
-
-def run_tests(out: Path | None) -> int:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AOTBENCH_CACHE_DIR=str(Path("/tmp") / "aotbench-gpu-check"))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    log = proc.stdout + proc.stderr
-    print(log[-6000:])
-    if out is not None:
-        (out / "pytest.log").write_text(log)
-    return proc.returncode
+    status: str
+    seconds: float = 0.0
+    limit_s: float = 0.0
+    log: str = ""
+    detail: dict = field(default_factory=dict)
 
 
-def cupyx_median_ns(launch, repeat: int) -> float:
-    from cupyx.profiler import benchmark
-
-    result = benchmark(launch, n_repeat=repeat, n_warmup=max(repeat // 10, 3))
-    return float(np.median(result.gpu_times)) * 1e9
-
-
-def measure(label: str, op, args: tuple, bytes_moved: int, copy_gbps: float, reference, budget_ms: float) -> dict:
-    import cupy
-
-    out = op(*args)
-    want = reference(*args)
-    error = float(cupy.abs(out - want).max() / max(float(cupy.abs(want).max()), 1e-30))
-    timing = aotbench.bench(op, *args, budget_ms=budget_ms)
-    graph = aotbench.bench(op, *args, budget_ms=budget_ms, graph=True)
-    theirs = cupyx_median_ns(op.launcher(*args), repeat=max(int(budget_ms * 1e6 / timing.median_ns), 20))
-    gbps = bytes_moved / timing.median_ns
-    return {"case": label, "bytes": bytes_moved, "median_us": timing.median_ns / 1e3, "iqr_us": timing.iqr_ns / 1e3,
-            "gbps": gbps, "of_copy": gbps / copy_gbps, "cupyx_us": theirs / 1e3,
-            "vs_cupyx": timing.median_ns / theirs - 1, "graph_us": graph.median_ns / 1e3,
-            "launch_us": timing.launch_overhead_ns / 1e3, "rel_error": error, "notes": list(timing.notes)}
+def child_env(out: Path) -> dict:
+    """The environment of every child: this checkout and bench/ FIRST on PYTHONPATH (carried packages already
+    there stay after them), a cache of its own, unbuffered output."""
+    path = [str(ROOT), str(BENCH)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", COLUMNS="160",
+                AOTBENCH_CACHE_DIR=os.environ.get("AOTBENCH_CACHE_DIR", str(out / "cache")))
 
 
-def benchmarks(quick: bool) -> tuple[float, list[dict]]:
-    import cupy
+def run_phase(name: str, argv: list[str], limit_s: float, out: Path, env: dict | None = None,
+              cwd: Path = ROOT) -> Phase:
+    """Run ``argv`` as phase ``name``: output streamed to ``out/<name>.log``, killed with its whole process group
+    past ``limit_s``. What the child appended to ``rows.jsonl`` before that stays there."""
+    log = out / f"{name}.log"
+    started = time.monotonic()
+    with open(log, "ab") as sink:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env or child_env(out), stdout=sink, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return Phase(f"failed (could not start: {exc})", 0.0, limit_s, str(log))
+        try:
+            code = proc.wait(timeout=max(limit_s, 1.0))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return Phase(f"timed out after {limit_s:.0f} s", time.monotonic() - started, limit_s, str(log))
+        finally:
+            _kill_group(proc)  # children a finished phase left behind (a test's subprocess)
+    seconds = time.monotonic() - started
+    if code == 0:
+        return Phase("ok", seconds, limit_s, str(log))
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+    return Phase(f"failed ({how})", seconds, limit_s, str(log))
 
-    rng = np.random.default_rng()
-    budget = 150.0 if quick else 400.0
-    n = 1 << (26 if quick else 28)  # 256 MiB or 1 GiB per float32 array
-    side = 1 << (13 if quick else 14)  # 8192^2 (256 MiB) or 16384^2 (1 GiB) per input
-    copy_gbps, copy = copy_bandwidth_gbps(4 * n, budget_ms=budget)
-    examples = aotbench.examples_dir()
-    saxpy = aotbench.Custom(f"{examples / 'saxpy.cu'}:Saxpy", lambda s0, s1: s0, np.float32, attrs={"a": 2.0})
-    x = cupy.asarray(rng.standard_normal(n, dtype=np.float32))
-    y = cupy.asarray(rng.standard_normal(n, dtype=np.float32))
-    rows = [{"case": f"device copy {4 * n >> 20} MiB", "bytes": 8 * n, "median_us": copy.median_ns / 1e3,
-             "iqr_us": copy.iqr_ns / 1e3, "gbps": copy_gbps, "of_copy": 1.0}]
-    rows.append(measure(f"saxpy n=2^{n.bit_length() - 1}", saxpy, (x, y), 12 * n, copy_gbps,
-                        lambda a, b: 2.0 * a + b, budget))
-    del x, y
-    a = cupy.asarray(rng.standard_normal((side, side), dtype=np.float32))
-    b = cupy.asarray(rng.standard_normal((side, side), dtype=np.float32))
-    for axis in (1, 0):
-        fused = aotbench.Custom(f"{examples / 'add_reduce.cu'}:AddReduce", None, np.float32,
-                                attrs={"axis": axis, "keep_dim": False})
-        rows.append(measure(f"fused add+sum {side}^2 axis={axis}", fused, (a, b), 8 * side * side + 4 * side,
-                            copy_gbps, lambda p, q, axis=axis: (p + q).sum(axis=axis), budget))
-    return copy_gbps, rows
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file; a line cut short by a kill is dropped."""
+    records = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def tail(path: str | Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# -- environment (no CUDA in this process: nvidia-smi and nvcc as programs, cupy in a child) -------------------
+
+def _program(argv: list[str], timeout: float = 20.0) -> str:
+    """A program's output, or what went wrong, never an exception."""
+    if shutil.which(argv[0]) is None and not Path(argv[0]).is_file():
+        return f"({argv[0]} not found)"
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"({argv[0]} failed: {exc})"
+    return (proc.stdout.strip() or proc.stderr.strip() or f"(exit {proc.returncode}, no output)")
+
+
+def host_facts() -> dict:
+    """What this machine says about its GPUs without CUDA: nvidia-smi, the device files, nvcc."""
+    smi = _program(["nvidia-smi", "--query-gpu=index,name,driver_version,compute_cap,memory.total",
+                    "--format=csv,noheader"])
+    facts = {"python": sys.version.split()[0], "nvidia_smi": smi,
+             "device_files": sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")),
+             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    sys.path.insert(0, str(ROOT))
+    try:
+        from aotbench.build import nvcc
+
+        compiler = nvcc.find_nvcc()
+        facts["nvcc"] = compiler
+        facts["nvcc_version"] = _program([compiler, "--version"], 60).splitlines()[-1]
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the check goes on to say what else it sees
+        facts["nvcc"] = f"(not found: {exc})"
+    facts["gpu_machine"] = bool(facts["device_files"]) or ("," in smi and not smi.startswith("("))
+    return facts
+
+
+# -- tests ----------------------------------------------------------------------------------------------------
+
+def run_tests(out: Path, limit_s: float, gpu_machine: bool, tests: list[str] | None = None,
+              test_limit_s: float = TEST_LIMIT_S, cwd: Path = ROOT) -> Phase:
+    """pytest on ``tests`` with a limit per test; when one stops the run (it hung past its limit, or crashed the
+    process), the tests not yet run are run again without it, while time is left. Outcomes come from
+    ``tests.outcomes.jsonl``, written as they happen."""
+    tests = tests or TESTS
+    outcomes = out / "tests.outcomes.jsonl"
+    deadline = time.monotonic() + limit_s
+    stopped: list[str] = []
+    selection = list(tests)
+    runs = 0
+    status = "ok"
+    while True:
+        runs += 1
+        argv = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-p", "gpu_check_pytest",
+                "--test-limit", str(test_limit_s), "--outcomes", str(outcomes), *selection]
+        phase = run_phase("tests", argv, deadline - time.monotonic(), out, cwd=cwd)
+        records = read_jsonl(outcomes)
+        done = {r["nodeid"] for r in records if "outcome" in r}
+        started = [r["nodeid"] for r in records if r.get("started")]
+        if phase.status.startswith("timed out"):
+            status = phase.status
+            break
+        stuck = [n for n in started if n not in done and n not in stopped]
+        if not stuck:
+            break
+        stopped.append(stuck[-1])
+        status = "failed (a test stopped the run)"
+        collected = _collect(out, tests, deadline, cwd)
+        selection = [n for n in collected if n not in done and n not in stopped]
+        if not selection or time.monotonic() > deadline - 5:
+            break
+    summary = summarize_tests(read_jsonl(outcomes), stopped, gpu_machine, status, runs, limit_s)
+    summary.log = str(out / "tests.log")
+    return summary
+
+
+def _collect(out: Path, tests: list[str], deadline: float, cwd: Path) -> list[str]:
+    """The test ids in ``tests`` (empty when even collecting fails or runs out of time)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               *tests], cwd=cwd, env=child_env(out), capture_output=True, text=True, check=False,
+                              timeout=max(deadline - time.monotonic(), 5))
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in proc.stdout.splitlines() if "::" in line]
+
+
+def summarize_tests(records: list[dict], stopped: list[str], gpu_machine: bool, status: str, runs: int,
+                    limit_s: float) -> Phase:
+    """The tests phase from its outcome records: counts, failures, skips with reasons, and on a GPU machine every
+    "no usable GPU" skip as a failure (the gpu tests must have run)."""
+    last = {}
+    for r in records:
+        if "outcome" in r:
+            last[r["nodeid"]] = r  # a setup error and a call outcome: the later one stands
+    by = {k: [n for n, r in last.items() if r["outcome"] == k] for k in ("passed", "failed", "skipped", "error")}
+    skips = {n: last[n]["reason"] for n in by["skipped"]}
+    no_gpu = [n for n, why in skips.items() if why.startswith(NO_GPU_SKIP)] if gpu_machine else []
+    failing = by["failed"] + by["error"] + stopped + no_gpu
+    if failing and status == "ok":
+        status = "failed"
+    detail = {"passed": len(by["passed"]), "failed": by["failed"], "errors": by["error"], "stopped_the_run": stopped,
+              "skipped": skips, "no_gpu_skips_on_a_gpu_machine": no_gpu, "pytest_runs": runs}
+    return Phase(status, sum(r.get("seconds", 0) for r in last.values()), limit_s, "", detail)
+
+
+# -- the report -----------------------------------------------------------------------------------------------
+
+def targets_missed(rows: list[dict]) -> list[str]:
+    missed = []
+    for r in rows:
+        if r.get("error"):
+            missed.append(f"{r.get('case', r.get('phase'))}: {r['error']}")
+        elif r.get("ok") is False:
+            missed.append(f"{r['case']}: {r.get('result', '')} (target: {r.get('target', '')})")
+    return missed
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'case':34} {'median':>10} {'IQR':>8} {'GB/s':>8} {'% copy':>7} {'cupyx':>10} {'vs cupyx':>9} "
-            f"{'graph':>10} {'launch':>8} {'rel err':>8}")
-    lines = [head, "-" * len(head)]
+    """Benchmark rows as a table, each column saying what it includes; probe rows as lines."""
+    bench = [r for r in rows if r.get("phase") == "benchmarks" and "median_us" in r]
+    lines = []
+    if bench:
+        head = (f"{'case':30} {'events':>9} {'IQR':>7} {'GB/s':>6} {'%copy':>6} {'cupyx':>9} {'cupyx-L':>9} "
+                f"{'vs':>7} {'graph':>9} {'launch':>7} {'rel err':>8}")
+        lines += [head, "-" * len(head)]
+        for r in bench:
+            def us(key: str, r: dict = r) -> str:
+                return f"{r[key]:7.1f}us" if r.get(key) is not None else ""
+
+            versus = f"{100 * r['vs_cupyx']:+6.2f}%" if r.get("vs_cupyx") is not None else ""
+            err = f"{r['rel_error']:8.1e}" if r.get("rel_error") is not None else ""
+            lines.append(f"{r['case']:30} {us('median_us'):>9} {us('iqr_us'):>7} {r['gbps']:6.0f} "
+                         f"{100 * r['of_copy']:5.1f}% {us('cupyx_us'):>9} {us('cupyx_less_launch_us'):>9} "
+                         f"{versus:>7} {us('graph_us'):>9} {us('launch_us'):>7} {err:>8}")
+            lines += [f"    note: {n}" for n in r.get("notes", [])]
+        lines.append("events: CUDA events around one launch, L2 flushed (read) before it, the host's launch hidden "
+                     "behind the flush; cupyx: cupyx.profiler.benchmark's GPU time (events around the host call: "
+                     "it includes the host's launch, L2 warm); cupyx-L: cupyx less cupyx's own host time of the "
+                     "call (what 'vs' compares with events); graph: CUDA-graph replay; launch: host time per "
+                     "launch, measured apart.")
     for r in rows:
-        cupyx = f"{r['cupyx_us']:8.1f}us" if "cupyx_us" in r else ""
-        versus = f"{100 * r['vs_cupyx']:+8.2f}%" if "vs_cupyx" in r else ""
-        graph = f"{r['graph_us']:8.1f}us" if "graph_us" in r else ""
-        launch = f"{r['launch_us']:6.1f}us" if "launch_us" in r else ""
-        err = f"{r['rel_error']:8.1e}" if "rel_error" in r else ""
-        lines.append(f"{r['case']:34} {r['median_us']:8.1f}us {r['iqr_us']:6.1f}us {r['gbps']:8.0f} "
-                     f"{100 * r['of_copy']:6.1f}% {cupyx:>10} {versus:>9} {graph:>10} {launch:>8} {err:>8}")
-        lines += [f"    note: {n}" for n in r.get("notes", [])]
+        if r.get("phase") == "probes" or (r.get("phase") == "benchmarks" and "median_us" not in r):
+            mark = "ok " if r.get("ok") else ("-- " if r.get("ok") is None and not r.get("error") else "NO ")
+            lines.append(f"{mark}{r.get('case', '?')}: {r.get('result', r.get('error', ''))}")
     return "\n".join(lines)
 
 
-def main() -> int:
+def write_report(out: Path, report: dict) -> None:
+    report["rows"] = read_jsonl(out / "rows.jsonl")
+    report["missed"] = targets_missed(report["rows"])
+    tmp = out / "gpu_check.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1, default=str))
+    tmp.replace(out / "gpu_check.json")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="write gpu_check.json and pytest.log here")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-check-out")),
+                        help="where rows.jsonl, gpu_check.json and the logs go (default: $OUT or ./gpu-check-out)")
     parser.add_argument("--quick", action="store_true", help="smaller arrays and budgets")
-    parser.add_argument("--no-tests", action="store_true", help="only the benchmarks")
-    args = parser.parse_args()
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-    reason = aotbench.device.gpu.availability.gpu_unavailable_reason()
-    if reason is not None:
-        print(f"no usable GPU here: {reason}")
+    parser.add_argument("--total-s", type=float, default=450.0, help="seconds for all phases together")
+    parser.add_argument("--skip", action="append", default=[], choices=sorted(LIMITS), help="leave a phase out")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)  # run one device phase in this process (a child)
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.phase:
+        import gpu_check_device
+
+        return gpu_check_device.run(args.phase, out, args.quick)
+    started = time.monotonic()
+    deadline = started + args.total_s
+    report: dict = {"argv": sys.argv, "quick": args.quick, "total_s": args.total_s, "phases": {}}
+    (out / "rows.jsonl").unlink(missing_ok=True)
+    (out / "tests.outcomes.jsonl").unlink(missing_ok=True)
+    code = 1
+    try:
+        code = _phases(args, out, report, deadline)
+    finally:
+        report["seconds"] = round(time.monotonic() - started, 1)
+        report["exit"] = code
+        write_report(out, report)
+        print(table(report["rows"]))
+        for name, phase in report["phases"].items():
+            print(f"phase {name}: {phase['status']} ({phase['seconds']:.0f} s of {phase['limit_s']:.0f})")
+        if report.get("no_usable_gpu"):
+            print(f"targets: none measured (no usable GPU: {report['no_usable_gpu']})")
+        else:
+            print("targets: " + ("all met" if not report["missed"] else "MISSED: " + "; ".join(report["missed"])))
+        print(f"total {report['seconds']:.0f} s; exit {code}; report {out / 'gpu_check.json'}")
+    return code
+
+
+def _phases(args, out: Path, report: dict, deadline: float) -> int:
+    facts = host_facts()
+    report["environment"] = facts
+    env_phase = run_phase("environment", _phase_argv("environment", out, args.quick),
+                          min(LIMITS["environment"], deadline - time.monotonic()), out)
+    report["phases"]["environment"] = asdict(env_phase)
+    seen = next((r for r in read_jsonl(out / "rows.jsonl") if r.get("case") == "environment"), {})
+    report["environment"].update(seen.get("facts", {}))
+    print("\n".join(f"{k}: {v}" for k, v in report["environment"].items()))
+    reason = seen.get("facts", {}).get("unusable", None) if seen else f"the environment phase {env_phase.status}"
+    if reason:
+        where = ("this machine has a GPU, but " if facts["gpu_machine"] else "")
+        print(f"no usable GPU here: {where}{reason}\n{tail(env_phase.log, 10)}")
+        report["no_usable_gpu"] = reason
         return 2
-    started = time.perf_counter()
-    env = environment()
-    print("\n".join(f"{k}: {v}" for k, v in env.items()))
-    tests_rc = 0 if args.no_tests else run_tests(args.out)
-    copy_gbps, rows = benchmarks(args.quick)
-    print(table(rows))
-    missed = [f"{r['case']}: {100 * r['of_copy']:.1f}% of copy bandwidth" for r in rows[1:]
-              if r["of_copy"] < COPY_TARGET]
-    missed += [f"{r['case']}: event timing {100 * r['vs_cupyx']:+.2f}% from cupyx" for r in rows[1:]
-               if abs(r["vs_cupyx"]) > AGREEMENT_TARGET]
-    print(f"tests: {'passed' if tests_rc == 0 else f'FAILED (pytest exit {tests_rc})'}")
-    print("targets: " + ("all met" if not missed else "MISSED: " + "; ".join(missed)))
-    print(f"total {time.perf_counter() - started:.0f} s")
-    if args.out:
-        (args.out / "gpu_check.json").write_text(json.dumps(
-            {"environment": env, "copy_gbps": copy_gbps, "rows": rows, "tests_rc": tests_rc, "missed": missed},
-            indent=1))
-    return 1 if tests_rc or missed else 0
+    write_report(out, report)
+    failed = env_phase.status != "ok"
+    for name in ("tests", "probes", "benchmarks"):
+        left = deadline - time.monotonic()
+        if name in args.skip or left < 10:
+            report["phases"][name] = asdict(Phase(f"skipped ({'asked' if name in args.skip else 'no time left'})"))
+            failed |= name not in args.skip
+            continue
+        limit = min(LIMITS[name], left)
+        if name == "tests":
+            phase = run_tests(out, limit, facts["gpu_machine"])
+            print(f"tests: {phase.status}: {json.dumps(phase.detail)[:3000]}")
+        else:
+            phase = run_phase(name, _phase_argv(name, out, args.quick), limit, out)
+        if phase.status != "ok":
+            print(f"phase {name} {phase.status}; its log ends:\n{tail(out / f'{name}.log')}")
+        failed |= phase.status != "ok"
+        report["phases"][name] = asdict(phase)
+        write_report(out, report)
+    return 1 if failed or report.get("missed") or targets_missed(read_jsonl(out / "rows.jsonl")) else 0
+
+
+def _phase_argv(name: str, out: Path, quick: bool) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--phase", name, "--out", str(out)] + \
+        (["--quick"] if quick else [])
 
 
 if __name__ == "__main__":

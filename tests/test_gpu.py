@@ -69,6 +69,9 @@ def test_numpy_inputs_are_copied_with_one_note(cp, rng):
 def test_the_kernel_runs_on_the_current_stream(cp, axpy, rng):
     """Inside ``with stream:`` the op's result is complete when it returns (it synchronizes that stream)."""
     x, y = random_device(cp, rng, 1 << 20), random_device(cp, rng, 1 << 20)
+    # The inputs were copied on the legacy default stream, which a non-blocking stream does not wait for: the
+    # copies must be done before the kernel reads them there.
+    cp.cuda.Device().synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         out = axpy(x, y)
@@ -96,7 +99,7 @@ def test_an_illegal_address_is_named_in_a_child_process():
         except aotbench.CudaError as e:
             print("ERROR", e.error, e.sticky, e)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
                          check=False).stdout
     assert "ERROR cudaErrorIllegalAddress True" in out and "add_one" in out and "compute_sanitizer" in out
 
@@ -122,8 +125,8 @@ def test_saxpy_example_any_size(cp, rng):
 
 
 def test_device_timing_agrees_with_cupyx_benchmark(cp, rng):
-    """Events per call with the L2 flushed, host launch reported apart; within 25% of cupyx's GPU times on a
-    kernel long enough for launch gaps not to matter (the 5% target is bench/gpu_check.py's)."""
+    """Events per call with the L2 flushed, host launch reported apart; within 20% of cupyx's GPU times less
+    the host launch (the 5% target is bench/gpu_check.py's)."""
     from cupyx.profiler import benchmark
 
     op = aotbench.Custom(str(aotbench.examples_dir() / "saxpy.cu") + ":Saxpy", lambda s0, s1: s0, np.float32,
@@ -133,8 +136,11 @@ def test_device_timing_agrees_with_cupyx_benchmark(cp, rng):
     assert timing.device == "gpu" and timing.clock == "cuda events" and timing.flushed
     assert timing.launch_overhead_ns > 0 and timing.count >= 5
     launch = op.launcher(x, y)
-    theirs = float(np.median(benchmark(launch, n_repeat=50, n_warmup=5).gpu_times)) * 1e9
-    assert 0.75 < timing.median_ns / theirs < 1.25, (timing, theirs)
+    # cupyx's events include the host's launch (it records the start, then calls); aotbench's flush hides it
+    result = benchmark(launch, n_repeat=50, n_warmup=5)
+    theirs = float(np.median(result.gpu_times)) * 1e9
+    like = theirs - float(np.median(result.cpu_times)) * 1e9
+    assert 0.8 < timing.median_ns / like < 1.2, (timing, theirs)
     graph = aotbench.bench(op, x, y, budget_ms=300, graph=True)
     assert graph.graph and 0.5 < graph.median_ns / timing.median_ns < 2
     cp.testing.assert_allclose(launch.result, 2.0 * x + y, rtol=1e-6, atol=1e-6)
@@ -159,7 +165,7 @@ def test_check_mode_on_device_buffers(cp, rng):
 
 def _sanitize(op, *args, tool):
     try:
-        return op.compute_sanitizer(*args, tool=tool)
+        return op.compute_sanitizer(*args, tool=tool, timeout_s=90)
     except (aotbench.DeviceUnavailableError, aotbench.ToolchainNotFoundError) as exc:
         pytest.skip(f"compute-sanitizer cannot run here: {str(exc)[:200]}")
 

@@ -132,6 +132,7 @@ def test_bad_inputs_are_refused_before_the_kernel(cp, rng):
 def test_the_launcher_reuses_its_outputs_and_does_not_synchronize(cp, rng):
     x, y = device(cp, rng, 100), device(cp, rng, 100)
     launch = axpy(3.0).launcher(x, y)
+    assert launch.__name__ == "Axpy"  # timing tools name what they time by it (cupyx.profiler.benchmark does)
     cp.allocations.clear()
     for _ in range(3):
         launch()
@@ -160,6 +161,30 @@ def test_bench_of_a_gpu_op_takes_the_device_path(cp, rng):
     assert cupy_code.device == "gpu"
     with pytest.raises(aotbench.ArgumentError, match="graph=True"):
         aotbench.bench(lambda a: a, np.ones(3), graph=True)
+
+
+def test_the_l2_flush_reads_its_buffer_and_writes_nothing_there(cp, rng):
+    """Between samples the L2 is evicted by READING twice its size: a write would leave dirty lines whose
+    write-back lands in the timed kernel."""
+    from aotbench.device.gpu.timing import L2Flush
+
+    flush = L2Flush(cp, 4 * int(rng.integers(1000, 5000)))
+    flush.buffer[...] = cp.asarray(rng.standard_normal(flush.buffer.size, dtype=np.float32))
+    before = flush.buffer.get()
+    flush()
+    np.testing.assert_array_equal(flush.buffer.get(), before)
+    assert float(flush.sink) == pytest.approx(float(before.sum(dtype=np.float64)), rel=1e-3, abs=1e-2)
+
+
+def test_graph_capture_runs_on_a_blocking_stream(cp, rng):
+    """On a blocking stream a launch that goes to the legacy default stream breaks the capture (an error with a
+    hint); on a non-blocking one it would run eagerly and leave an empty graph, timed as the kernel."""
+    from aotbench.device.gpu.run import HINTS
+
+    x, y = device(cp, rng, 64), device(cp, rng, 64)
+    timing = aotbench.bench(axpy(stream=-1), x, y, budget_ms=5, graph=True)  # the stand-in's graph is empty
+    assert timing.graph and [c["non_blocking"] for c in cp.captures] == [False]
+    assert "default stream" in HINTS["cudaErrorStreamCaptureImplicit"]
 
 
 def test_compare_and_sweep_of_a_gpu_op(cp, rng):

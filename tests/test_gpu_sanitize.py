@@ -46,7 +46,8 @@ RACECHECK = """\
 
 
 def test_memcheck_report_is_parsed_into_findings():
-    findings, summary = parse_report("program output\n" + MEMCHECK)
+    findings, api_errors, summary = parse_report("program output\n" + MEMCHECK)
+    assert api_errors == []
     assert summary == "ERROR SUMMARY: 2 errors"
     first, second = findings
     assert (first.what, first.kernel, first.line) == ("Invalid __global__ write of size 4 bytes", "add_one", 12)
@@ -58,14 +59,47 @@ def test_memcheck_report_is_parsed_into_findings():
 
 
 def test_racecheck_report_names_both_accesses():
-    (race,), summary = parse_report(RACECHECK)
+    (race,), _, summary = parse_report(RACECHECK)
     assert race.what.startswith("Race reported between Write access")
     assert (race.kernel, race.line) == ("racy_shift", 19) and "Read access" in race.details[0]
     assert summary.startswith("RACECHECK SUMMARY: 1 hazard")
 
 
+MEMCHECK_WITH_API_ERRORS = MEMCHECK.replace("========= ERROR SUMMARY: 2 errors\n", """\
+========= Program hit cudaErrorIllegalAddress (error 700) due to "an illegal memory access was encountered" on \
+CUDA API call to cudaDeviceSynchronize.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: [0x4a1b2c] in libcuda.so.1
+=========         Host Frame: [0x1f00] in /tmp/cache/abc/libGpuFaults.so
+=========
+========= Program hit cudaErrorLaunchFailure (error 719) on CUDA API call to cudaFree.
+=========
+========= Target application returned an error
+========= ERROR SUMMARY: 4 errors
+""")
+
+
+def test_api_errors_are_kept_apart_from_memory_findings():
+    """"Program hit cudaError... on CUDA API call to ..." is not a memory access: it is listed apart, and the
+    findings (and their count) are the two memory errors only."""
+    findings, api_errors, summary = parse_report(MEMCHECK_WITH_API_ERRORS)
+    assert [f.kernel for f in findings] == ["add_one", "gather"] and summary == "ERROR SUMMARY: 4 errors"
+    assert [(e.error, e.call) for e in api_errors] == [("cudaErrorIllegalAddress", "cudaDeviceSynchronize"),
+                                                       ("cudaErrorLaunchFailure", "cudaFree")]
+    assert api_errors[0].description == "an illegal memory access was encountered"
+    assert not any("Program hit" in f.what or "Host Frame" in " ".join(f.details) for f in findings)
+    report = gpu_sanitize.interpret("GpuFaults", "memcheck", MEMCHECK_WITH_API_ERRORS, "", 1)
+    text = str(report)
+    assert "2 finding(s); 2 CUDA API error(s), listed apart" in text
+    assert "API: cudaErrorIllegalAddress" in text and "from cudaDeviceSynchronize" in text
+    alone = gpu_sanitize.interpret("GpuFaults", "memcheck", "\n".join(
+        line for line in MEMCHECK_WITH_API_ERRORS.splitlines() if "Target" in line or "Program hit" in line
+        or "SUMMARY" in line), "aotbench-call-error: CudaError: cudaErrorLaunchFailure\n", 1)
+    assert alone.findings == [] and len(alone.api_errors) == 2 and not alone.ok  # the call's own error counts
+
+
 def test_a_clean_run_has_no_findings():
-    findings, summary = parse_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
+    findings, _, summary = parse_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
     assert findings == [] and summary == "ERROR SUMMARY: 0 errors"
     report = gpu_sanitize.SanitizerReport("memcheck", findings, summary, "")
     assert report.ok and "no errors" in str(report) and "no errors" in report._repr_html_()

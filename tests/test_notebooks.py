@@ -130,3 +130,51 @@ def test_stored_notebook_was_saved_after_a_clean_run(path):
         else:
             assert not errors, f"{path.name} cell {i} was saved with an error: {errors[0].get('ename')}"
 
+
+
+GPU_NOTEBOOK = ROOT / "notebooks" / "04_gpu_prototyping.ipynb"
+STAND_IN_SETUP = f"""\
+# TEST ONLY: tests/host_cupy.py (cupy over host memory) as cupy, and the device reported usable
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import host_cupy
+sys.modules["cupy"] = host_cupy
+from aotbench.device.gpu import availability
+availability._usable = True
+"""
+STAND_IN_KERNEL = f"""\
+# TEST ONLY: the same saxpy as a host kernel with the gpu entry points, so the stand-in can run it
+saxpy = aotbench.Custom({str(Path(__file__).resolve().parent / 'kernels' / 'host_device_axpy.cc') + ':Axpy'!r},
+                        None, np.float32, target="gpu", attrs={{"a": 2.0, "stream": -1, "refuse": False}})
+"""
+
+
+def test_the_gpu_notebooks_device_cells_run_against_the_host_stand_in(tmp_path):
+    """Notebook 04's cells that need a GPU never run where there is none (Binder, CI). Run them here against
+    the host stand-in for cupy (tests/host_cupy.py) and a host kernel with saxpy's arithmetic: no real device
+    and no real timing, but every name, call and plot in them is exercised, so they cannot fail on a GPU for a
+    reason a CPU run would have shown."""
+    nb = nbformat.read(GPU_NOTEBOOK, as_version=4)
+    first_gpu = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "if HAVE_GPU:" in c.source)
+    gpu_sources = [c.source for c in nb.cells if c.cell_type == "code" and "if HAVE_GPU:" in c.source]
+    nb.cells.insert(first_gpu, new_code_cell(STAND_IN_KERNEL))
+    nb.cells.insert(0, new_code_cell(STAND_IN_SETUP))
+    path = tmp_path / "nb" / GPU_NOTEBOOK.name
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    ran = notebook_runner.run_notebook(path, tmp_path)
+    outputs = {c.source: c.outputs for c in ran.cells if c.cell_type == "code"}
+    assert all(not notebook_runner.error_outputs(c) for c in ran.cells if c.cell_type == "code")
+
+    def text(source: str) -> str:
+        return "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs[source])
+
+    def images(source: str) -> int:
+        return sum("image/png" in o.get("data", {}) for o in outputs[source])
+
+    assert "GPU available: True" in text(ran.cells[2].source)
+    run, compare, timings, check = gpu_sources
+    assert "ndarray (16777216,) max |error| vs cupy: 0.0" in text(run)
+    assert "device-to-device copy:" in text(compare) and images(compare) == 1
+    assert "cuda events" in text(timings) and "graph" in text(timings) and images(timings) == 1
+    assert "check passed" in text(check)

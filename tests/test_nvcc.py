@@ -160,12 +160,26 @@ def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
 
 
 def test_fused_example_asks_for_its_workspace_in_bytes_and_none_for_unknown_dims(rng):
-    """AddReduce's Init: one partial row of floats per 64 rows for axis=0, nothing for axis=1 or -1 dims."""
+    """AddReduce's Init for axis=0: one partial row of floats per chunk of rows, where the rows are cut into as
+    many chunks (at most 32, at most one per row) as give the first pass about 2048 blocks of 256 columns; so a
+    16384^2 input has 32 partial rows, few for the second pass to add. Nothing for axis=1 or -1 dims."""
     op = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce.cu") + ":AddReduce", None, np.float32,
                          attrs={"axis": 0, "keep_dim": True})
+
+    def partial_rows(rows: int, cols: int) -> int:
+        chunks = max(min(-(-2048 // -(-cols // 256)), 32, rows), 1)
+        per = -(-rows // chunks)
+        return -(-rows // per)
+
+    def requested(rows: int, cols: int) -> int:
+        big = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (rows, cols), (0, 0))
+        return op.plan_info(big, big)["workspaces"][0]["requested"]
+
+    assert requested(16384, 16384) == 32 * 16384 * 4 and requested(8192, 8192) == 32 * 8192 * 4
+    assert requested(5, 100_000) == 5 * 100_000 * 4  # wide: one chunk per row
     rows, cols = int(rng.integers(1, 500)), int(rng.integers(1, 500))
     x = np.zeros((rows, cols), np.float32)
-    assert op.plan_info(x, x)["workspaces"][0]["requested"] == -(-rows // 64) * cols * 4
+    assert op.plan_info(x, x)["workspaces"][0]["requested"] == partial_rows(rows, cols) * cols * 4
     assert op.infer_shape((rows, cols), (rows, cols)) == (1, cols)
     assert op.with_attrs(axis=1).plan_info(x, x)["workspaces"][0]["requested"] == 0
     assert op.with_attrs(axis=1, keep_dim=False).infer_shape((rows, None), (rows, None)) == (rows,)
@@ -207,3 +221,52 @@ def test_a_launch_without_the_stream_is_noted(tmp_path):
     assert note.startswith("line 6: this launch has no stream argument")
     assert "line 6: this launch" in op_text(op)
     assert nvcc.stream_notes("k<<<g, b, 0, s>>>(x); k<<<dim3(1, 2), 32, 0, s>>>();") == []
+
+
+def _arch_choice_with_fake_driver(tmp_path, **env) -> dict:
+    """choose_archs in a child process whose libcuda.so.1 is tests/kernels/fake_libcuda.c (no nvidia-smi on
+    PATH): what a GPU machine with the driver but without nvidia-smi, as in many containers, gets."""
+    import json
+    import os
+    import sys
+
+    lib = tmp_path / "libcuda.so.1"
+    if not lib.exists():
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(KERNEL.with_name("fake_libcuda.c"))],
+                       check=True)
+    code = ("import json; from aotbench.build import nvcc; c = nvcc.choose_archs(nvcc.find_nvcc()); "
+            "print(json.dumps({'gencode': c.gencode, 'reason': c.reason}))")
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_CUDA", "CUDA_VISIBLE"))}
+    nvcc_dir = str(Path(nvcc.find_nvcc()).parent)
+    child_env.update(LD_LIBRARY_PATH=str(tmp_path), PATH=f"{nvcc_dir}:/usr/bin:/bin", **env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env, check=True)
+    return json.loads(out.stdout)
+
+
+def test_the_architecture_is_the_cuda_drivers_device_0_even_without_nvidia_smi(tmp_path):
+    """The arch comes from the driver (device 0 as CUDA orders them, CUDA_VISIBLE_DEVICES applied), so a GPU
+    machine without nvidia-smi still gets its own machine code, not only PTX its driver might refuse."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the fake driver")
+    choice = _arch_choice_with_fake_driver(tmp_path, FAKE_CUDA_CC="86", CUDA_VISIBLE_DEVICES="1")
+    assert "arch=compute_86,code=[sm_86,compute_86]" in choice["gencode"]
+    assert "CUDA device 0 (CUDA_VISIBLE_DEVICES=1) has compute capability 8.6" in choice["reason"]
+    none = _arch_choice_with_fake_driver(tmp_path, FAKE_CUDA_DEVICES="0")
+    assert "the CUDA driver reports no device" in none["reason"] and "nvidia-smi not found" in none["reason"]
+    assert not any("sm_86" in flag for flag in none["gencode"])
+
+
+def test_an_imported_cupy_names_the_device_calls_will_use(monkeypatch):
+    """With cupy imported, its current device decides (``with cupy.cuda.Device(1):`` builds for GPU 1)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import host_cupy
+
+    host_cupy.reset()
+    monkeypatch.setitem(sys.modules, "cupy", host_cupy)
+    host_cupy.compute_capability[0] = "120"
+    with host_cupy.cuda.Device(1):
+        arch, reason = nvcc.detect_device_arch()
+    assert arch == 120 and reason == "cupy's current device, GPU 1, has compute capability 12.0"
+    host_cupy.reset()

@@ -11,6 +11,7 @@ still runs on newer GPUs.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -71,25 +72,81 @@ def supported_archs(nvcc: str) -> tuple[int, ...]:
     return tuple(sorted({int(m) for m in re.findall(r"compute_(\d+)", out.stdout)}))
 
 
-@lru_cache(maxsize=1)
-def detect_device_arch() -> tuple[int | None, str]:
-    """The compute capability of GPU 0 as an int (90 for an H200) and how it was found, or None and why.
+#: The driver API's attribute numbers for the compute capability (CUdevice_attribute, stable since CUDA 2).
+_CU_CC_MAJOR, _CU_CC_MINOR = 75, 76
 
-    Asks ``nvidia-smi`` (no CUDA context is created, so it cannot crash or hang a process without a GPU), once
-    per process.
+
+def detect_device_arch() -> tuple[int | None, str]:
+    """The compute capability (90 for an H200) of the device gpu calls will run on, and how it was found; or
+    None and why none was found.
+
+    In order: cupy's current device when cupy is already imported (it honours ``with cupy.cuda.Device(n)``);
+    else device 0 as the CUDA driver orders devices (``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER``
+    applied, as cupy sees them) through ``libcuda``; else ``nvidia-smi`` (PCI order, no CUDA context), which
+    may name another GPU than CUDA's first where GPUs differ. A driver without ``nvidia-smi`` (many containers)
+    is still found.
     """
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            device = cupy.cuda.Device()
+            cc = int(device.compute_capability)
+            return cc, f"cupy's current device, GPU {device.id}, has compute capability {cc // 10}.{cc % 10}"
+        except Exception:  # noqa: BLE001, S110 - no device, no driver ...: ask the driver and nvidia-smi
+            pass
+    return _driver_or_smi_arch()
+
+
+@lru_cache(maxsize=1)
+def _driver_or_smi_arch() -> tuple[int | None, str]:
+    """Device 0 of the CUDA driver, else of nvidia-smi; once per process (devices do not change)."""
+    arch, why = _driver_arch()
+    if arch is not None:
+        return arch, why
+    smi_arch, smi_why = _smi_arch()
+    return (smi_arch, smi_why) if smi_arch is not None else (None, f"no GPU detected ({why}; {smi_why})")
+
+
+def _driver_arch() -> tuple[int | None, str]:
+    """CUDA device 0's compute capability through the driver API (``cuInit``, ``cuDeviceGetAttribute``)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None, "libcuda.so.1 not found"
+    code, count, device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0), \
+        ctypes.c_int(0)
+    try:
+        if (code := cuda.cuInit(0)) != 0:
+            return None, f"the CUDA driver did not start (cuInit error {code})"
+        if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+            return None, "the CUDA driver reports no device"
+        if cuda.cuDeviceGet(ctypes.byref(device), 0) != 0 or \
+                cuda.cuDeviceGetAttribute(ctypes.byref(major), _CU_CC_MAJOR, device) != 0 or \
+                cuda.cuDeviceGetAttribute(ctypes.byref(minor), _CU_CC_MINOR, device) != 0:
+            return None, "the CUDA driver did not report device 0's compute capability"
+    except AttributeError as exc:  # a library of that name without the driver API
+        return None, f"libcuda.so.1 is not a CUDA driver ({exc})"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    seen = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+    return major.value * 10 + minor.value, (f"CUDA device 0{seen} has compute capability "
+                                            f"{major.value}.{minor.value}")
+
+
+def _smi_arch() -> tuple[int | None, str]:
+    """GPU 0's compute capability as ``nvidia-smi`` lists it (PCI bus order)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return None, "no GPU detected (nvidia-smi is not installed)"
+        return None, "nvidia-smi not found"
     try:
         out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"no GPU detected (nvidia-smi failed: {exc})"
+        return None, f"nvidia-smi failed: {exc}"
     match = re.match(r"\s*(\d+)\.(\d+)", out.stdout)
     if out.returncode != 0 or not match:
-        return None, f"no GPU detected (nvidia-smi: {(out.stdout + out.stderr).strip()[:120] or 'no output'})"
-    return int(match[1]) * 10 + int(match[2]), f"GPU 0 has compute capability {match[1]}.{match[2]}"
+        return None, f"nvidia-smi: {(out.stdout + out.stderr).strip()[:120] or 'no output'}"
+    return int(match[1]) * 10 + int(match[2]), (f"nvidia-smi's GPU 0 has compute capability {match[1]}.{match[2]}"
+                                                " (the CUDA driver could not be asked)")
 
 
 def parse_arch(arch: str | int) -> int:

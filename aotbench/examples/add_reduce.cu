@@ -1,12 +1,13 @@
 // Fused Add + ReduceSum on the GPU: out = (x1 + x2).sum(axis) for two 2-D float32 tensors of one shape, with
 // the attributes and InferShape of add_reduce.cc (axis 0 or 1, keep_dim). One pass over the inputs, adding in
-// registers: 8 bytes read per element, nothing written but the output.
+// registers: 8 bytes read per element, nothing written but the output (and, for axis=0, a few partial rows).
 //   axis=1 (row sums): one block of 256 threads per row; each thread strides over the row (float4 loads when
-//     rows are a multiple of 4 long), then the block
-//     reduces through warp shuffles and a 32-float shared array.
-//   axis=0 (column sums): a column per thread is coalesced but gives too few threads for a wide GPU, so rows
-//     are cut into chunks of kChunk: each block sums its chunk of rows for 256 columns into the workspace
-//     (one partial row per chunk), and a second kernel adds the partials. Deterministic: no atomics.
+//     rows are a multiple of 4 long), then the block reduces through warp shuffles and a 32-float shared array.
+//   axis=0 (column sums): a column per thread is coalesced but gives too few threads for a wide GPU, so the
+//     rows are cut into at most kMaxChunks chunks, as many as it takes to give the first pass about
+//     kTargetBlocks blocks: each block sums its chunk of rows for 256 columns into one partial row of the
+//     workspace. The second pass adds the few partial rows of each column (128 threads a block, loads
+//     unrolled), so it is short next to the first. Deterministic: no atomics.
 // Init asks for that workspace, in bytes, and for nothing when a dim is unknown (-1, graph mode), where a
 // size computed from -1 would be absurd. Error codes: 1 inputs not two 2-D float32 tensors, 2 axis not 0 or 1,
 // 3 shapes differ.
@@ -19,7 +20,24 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kChunk = 64;  // rows per partial sum (axis=0)
+constexpr int kSumThreads = 128;       // second pass (axis=0): threads per block, one column each
+constexpr int64_t kTargetBlocks = 2048;  // first pass (axis=0): blocks to aim for, several per multiprocessor
+constexpr int64_t kMaxChunks = 32;       // partial rows at most: what the second pass reads per column
+
+// How the rows are cut for axis=0: `chunks` partial rows of `rows_per_chunk` rows each (the last may be short).
+struct ColumnChunks {
+  int64_t chunks, rows_per_chunk;
+};
+
+ColumnChunks column_chunks(int64_t rows, int64_t cols) {
+  const int64_t col_blocks = (cols + kThreads - 1) / kThreads;
+  int64_t chunks = (kTargetBlocks + col_blocks - 1) / col_blocks;
+  if (chunks > kMaxChunks) chunks = kMaxChunks;
+  if (chunks > rows) chunks = rows;
+  if (chunks < 1) chunks = 1;
+  const int64_t per = (rows + chunks - 1) / chunks;
+  return {(rows + per - 1) / per, per};  // no empty chunk
+}
 
 // Rows whose length is a multiple of 4 are read as float4 (16-byte loads: every row then starts 16-byte aligned).
 template <bool Vec4>
@@ -49,10 +67,11 @@ __global__ void row_sums(const float *__restrict__ a, const float *__restrict__ 
 }
 
 __global__ void column_partials(const float *__restrict__ a, const float *__restrict__ b,
-                                float *__restrict__ partial, int64_t rows, int64_t cols) {
+                                float *__restrict__ partial, int64_t rows, int64_t cols, int64_t rows_per_chunk) {
   const int64_t col = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (col >= cols) return;
-  const int64_t first = blockIdx.y * kChunk, last = first + kChunk < rows ? first + kChunk : rows;
+  const int64_t first = blockIdx.y * rows_per_chunk;
+  const int64_t last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
   float acc = 0.0f;
 #pragma unroll 8
   for (int64_t i = first; i < last; i++) acc += a[i * cols + col] + b[i * cols + col];
@@ -61,21 +80,21 @@ __global__ void column_partials(const float *__restrict__ a, const float *__rest
 
 __global__ void add_partials(const float *__restrict__ partial, float *__restrict__ out, int64_t chunks,
                              int64_t cols) {
-  const int64_t col = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  const int64_t col = blockIdx.x * static_cast<int64_t>(kSumThreads) + threadIdx.x;
   if (col >= cols) return;
   float acc = 0.0f;
+#pragma unroll 8
   for (int64_t k = 0; k < chunks; k++) acc += partial[k * cols + col];
   out[col] = acc;
 }
-
-int64_t chunks_of(int64_t rows) { return (rows + kChunk - 1) / kChunk; }
 
 }  // namespace
 
 extern "C" int AddReduceInit(int *ndims, int64_t **shapes, const char **dtypes, AotExtra *extra) {
   const int64_t rows = ndims[0] == 2 ? shapes[0][0] : -1, cols = ndims[0] == 2 ? shapes[0][1] : -1;
   size_t bytes = 0;
-  if (rows > 0 && cols > 0 && extra->Attr<int64_t>("axis") == 0) bytes = chunks_of(rows) * cols * sizeof(float);
+  if (rows > 0 && cols > 0 && extra->Attr<int64_t>("axis") == 0)
+    bytes = column_chunks(rows, cols).chunks * cols * sizeof(float);
   extra->SetWorkSpace({bytes});  // in BYTES; nothing when a dim is unknown
   return 0;
 }
@@ -110,10 +129,11 @@ extern "C" int AddReduce(int nparam, void **params, int *ndims, int64_t **shapes
       row_sums<false><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(a, b, out, cols);
   } else {
     auto *partial = static_cast<float *>(params[3]);
-    const int64_t chunks = chunks_of(rows), col_blocks = (cols + kThreads - 1) / kThreads;
-    column_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), kThreads, 0, s>>>(
-        a, b, partial, rows, cols);
-    add_partials<<<static_cast<unsigned>(col_blocks), kThreads, 0, s>>>(partial, out, chunks, cols);
+    const ColumnChunks plan = column_chunks(rows, cols);
+    const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(plan.chunks));
+    column_partials<<<grid, kThreads, 0, s>>>(a, b, partial, rows, cols, plan.rows_per_chunk);
+    add_partials<<<static_cast<unsigned>((cols + kSumThreads - 1) / kSumThreads), kSumThreads, 0, s>>>(
+        partial, out, plan.chunks, cols);
   }
   return 0;
 }

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..build import nvcc
 from ..device.gpu.availability import require_gpu
@@ -40,6 +40,8 @@ _WHERE = re.compile(r"(?:at (?P<kernel>.+?)\+0x[0-9a-fA-F]+ in (?P<file>.+?):(?P
 _THREAD = re.compile(r"by thread \((?P<thread>[^)]*)\) in block \((?P<block>[^)]*)\)")
 CUDA_ROOT = Path("/usr/local/cuda")  # the toolkit's usual home, searched last
 _SUMMARY = re.compile(r"^(ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)")
+_API_ERROR = re.compile(r'^Program hit (?P<error>\w+)(?: \(error \d+\))?(?: due to "(?P<description>[^"]*)")?'
+                        r"(?: on CUDA API call to (?P<call>[\w:]+))?")
 
 
 @dataclass
@@ -64,6 +66,29 @@ class Finding:
 
 
 @dataclass
+class ApiError:
+    """A CUDA API call that returned an error while the tool watched ("Program hit ... on CUDA API call to ...").
+    Kept apart from :class:`Finding`: it is not a memory access, and after a memory fault it is mostly the
+    fault's echo (the synchronization that saw it)."""
+
+    error: str  # cudaErrorIllegalAddress
+    description: str = ""
+    call: str = ""  # the API call that returned it
+
+    def __str__(self) -> str:
+        said = f' ("{self.description}")' if self.description else ""
+        return f"{self.error}{said} from {self.call or 'a CUDA API call'}"
+
+
+class ParsedReport(NamedTuple):
+    """compute-sanitizer's output, read: memory (or race, init, sync) findings, API errors, the summary line."""
+
+    findings: list[Finding]
+    api_errors: list[ApiError]
+    summary: str
+
+
+@dataclass
 class SanitizerReport:
     """What one call under compute-sanitizer found: ``ok``, ``findings``, the tool's summary line and output."""
 
@@ -72,14 +97,19 @@ class SanitizerReport:
     summary: str
     output: str
     child_error: str = ""  # what the call itself raised in the child (e.g. the CudaError of an illegal access)
+    api_errors: list[ApiError] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """No finding and no error raised by the call. API errors alone do not count: they are listed apart."""
         return not self.findings and not self.child_error
 
     def __str__(self) -> str:
         head = f"compute-sanitizer {self.tool}: " + ("no errors" if self.ok else f"{len(self.findings)} finding(s)")
+        if self.api_errors:
+            head += f"; {len(self.api_errors)} CUDA API error(s), listed apart"
         lines = [head] + [f"  - {f}" for f in self.findings]
+        lines += [f"  ~ API: {e}" for e in self.api_errors]
         if self.child_error:
             lines.append(f"  ! the call raised: {self.child_error}")
         if self.summary:
@@ -91,6 +121,7 @@ class SanitizerReport:
     def _repr_html_(self) -> str:
         color = "#1b7f3b" if self.ok else "#b00020"
         items = "".join(f"<li>{html.escape(str(f))}</li>" for f in self.findings)
+        items += "".join(f"<li><i>CUDA API error:</i> {html.escape(str(e))}</li>" for e in self.api_errors)
         if self.child_error:
             items += f"<li><i>the call raised:</i> {html.escape(self.child_error)}</li>"
         head = html.escape(str(self).splitlines()[0])
@@ -115,9 +146,11 @@ def find_compute_sanitizer() -> str:
     raise ToolchainNotFoundError("compute-sanitizer", SANITIZER_HINT)
 
 
-def parse_report(text: str) -> tuple[list[Finding], str]:
-    """The findings in compute-sanitizer's output (lines starting ``=========``) and its summary line."""
+def parse_report(text: str) -> ParsedReport:
+    """compute-sanitizer's output (lines starting ``=========``) read into findings, API errors and the summary
+    line."""
     findings: list[Finding] = []
+    api_errors: list[ApiError] = []
     summary = ""
     current: Finding | None = None
     for raw in text.splitlines():
@@ -134,6 +167,9 @@ def parse_report(text: str) -> tuple[list[Finding], str]:
                 current = None
             elif body.startswith(("COMPUTE-SANITIZER", "Saved host backtrace", "Target application returned")):
                 current = None
+            elif a := _API_ERROR.match(body):
+                api_errors.append(ApiError(a["error"], a["description"] or "", a["call"] or ""))
+                current = None
             else:
                 current = Finding(body.strip().removeprefix("Error: "))
                 findings.append(current)
@@ -148,7 +184,7 @@ def parse_report(text: str) -> tuple[list[Finding], str]:
             current.thread, current.block = t["thread"], t["block"]
         else:
             current.details.append(line)
-    return findings, summary
+    return ParsedReport(findings, api_errors, summary)
 
 
 def _locate(finding: Finding, line: str) -> None:
@@ -194,7 +230,7 @@ def run_compute_sanitizer(op: Op, *args: Any, tool: str = "memcheck", timeout_s:
 def interpret(name: str, tool: str, output: str, stderr: str, returncode: int) -> SanitizerReport:
     """The report of one sanitized run of op ``name``; :class:`DeviceUnavailableError` when the tool could not
     run at all (it refuses some GPUs and virtualized machines) rather than finding something."""
-    findings, summary = parse_report(output)
+    findings, api_errors, summary = parse_report(output)
     child_error = _child_error(stderr)
     refused = [f for f in findings if any(text in f.what for text in TOOL_FAILURES)]
     if refused or (not findings and returncode != 0 and not child_error):
@@ -202,7 +238,7 @@ def interpret(name: str, tool: str, output: str, stderr: str, returncode: int) -
         raise DeviceUnavailableError(
             f"compute-sanitizer could not run {name} (exit status {returncode}); it refuses some GPUs and "
             f"virtualized machines. Its output ends:\n{tail}")
-    return SanitizerReport(tool, findings, summary, output, child_error)
+    return SanitizerReport(tool, findings, summary, output, child_error, api_errors)
 
 
 def _travelling_spec(op: Op, args: tuple):
@@ -226,4 +262,4 @@ def _child_error(stderr: str) -> str:
     return marked[-1].removeprefix("aotbench-call-error: ") if marked else ""
 
 
-__all__ = ["TOOLS", "Finding", "SanitizerReport", "find_compute_sanitizer", "parse_report", "run_compute_sanitizer"]
+__all__ = ["TOOLS", "ApiError", "Finding", "ParsedReport", "SanitizerReport", "find_compute_sanitizer", "parse_report", "run_compute_sanitizer"]

@@ -1,22 +1,24 @@
 """Device timing: CUDA events around each call, the L2 flushed between calls, host launch overhead apart.
 
 :func:`aotbench.bench` comes here for a gpu op, or for any callable given device arrays. The method (triton's
-``do_bench``, in our own words), on a private stream:
+``do_bench``, in our own words), on a private blocking stream:
 
 1. one call, synchronized (it plans the signature and loads the kernel's module);
 2. an estimate: five launches back to back between two events;
 3. warm-up launches worth about a tenth of the budget (or ``warmup`` of them);
-4. samples. With ``flush_cache=True`` (the default) each sample is one launch: zero a buffer of twice the L2
-   (at least 64 MiB), record the start event, launch, record the end event. The flush evicts the L2, so each
-   call starts cold, and it keeps the GPU busy while the host enqueues the launch, so the start event is
-   followed directly by the kernel: the events time the kernel, not the host's launch latency. The flush is
-   outside the events. With ``flush_cache=False`` a sample is a batch of back-to-back launches (warm L2, the
-   launch gap amortised), long enough for the events' resolution;
+4. samples. With ``flush_cache=True`` (the default) each sample is one launch: read a buffer of twice the L2
+   (at least 64 MiB; :class:`L2Flush`), record the start event, launch, record the end event. The flush evicts
+   the L2 and leaves it clean (no write-back lands in the kernel), so each call starts cold; and it keeps the
+   GPU busy while the host enqueues the launch, so the start event is followed directly by the kernel: the
+   events time the kernel, not the host's launch latency. The flush is outside the events. With
+   ``flush_cache=False`` a sample is a batch of back-to-back launches (warm L2, the launch gap amortised), long
+   enough for the events' resolution;
 5. the host launch overhead: host wall time per launch, measured apart over up to 100 launches.
 
-``graph=True`` captures the sample's launches into a CUDA graph once and replays it per sample, which takes the
-host out of the loop. A gpu op is timed through its :class:`~aotbench.gpu.Launcher`: outputs allocated once,
-no synchronization inside; a CUDA error raises at the end. Results are :class:`~aotbench.timing.Timing`\\ s with
+``graph=True`` captures the sample's launches into a CUDA graph once, on the same blocking stream, and replays
+it per sample, which takes the host out of the loop. A gpu op is timed through its
+:class:`~aotbench.device.gpu.run.Launcher`: outputs allocated once, no synchronization inside; a CUDA error
+raises at the end. Results are :class:`~aotbench.device.timing.Timing`\\ s with
 ``device="gpu"`` and ``clock="cuda events"``.
 """
 
@@ -40,8 +42,8 @@ HOST_LAUNCHES = 100
 
 def l2_bytes(cp: Any) -> int:
     """The current GPU's L2 cache size in bytes (0 if the driver does not say)."""
-    try:
-        return int(cp.cuda.Device().attributes.get("L2CacheSize", 0))
+    try:  # one property, not Device().attributes (which asks for every attribute and may fail on one)
+        return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())["l2CacheSize"])
     except Exception:  # noqa: BLE001 - an attribute query is never worth failing a benchmark for
         return 0
 
@@ -49,6 +51,20 @@ def l2_bytes(cp: Any) -> int:
 def device_flush_bytes(cp: Any) -> int:
     """Bytes zeroed before each cold sample: twice the L2, at least 64 MiB."""
     return max(DEFAULT_FLUSH_BYTES, 2 * l2_bytes(cp))
+
+
+class L2Flush:
+    """Evicts the L2 between samples and leaves it clean: a reduction READS a buffer of twice the L2 into one
+    float. Zeroing a buffer instead (a write) would leave the L2 full of dirty lines, whose write-back then
+    lands inside the next timed kernel (2-3 % of a large memory-bound kernel, more of a small one)."""
+
+    def __init__(self, cp: Any, nbytes: int):
+        self.buffer = cp.empty(nbytes // 4, dtype=cp.float32)
+        self.buffer.fill(0)  # once, so the reads below see numbers
+        self.sink = cp.empty((), dtype=cp.float32)
+
+    def __call__(self) -> None:
+        self.buffer.sum(out=self.sink)
 
 
 def _launcher(fn: Callable, args: tuple, cp: Any) -> tuple[Callable[[], Any], Callable[[], None], str]:
@@ -74,8 +90,9 @@ def _elapsed_ns(cp: Any, body: Callable[[], Any]) -> float:
 
 
 def capture(cp: Any, launch: Callable[[], Any], number: int):
-    """A CUDA graph of ``number`` launches, captured on the current stream (make it a non-blocking one, so no
-    work on the default stream joins or breaks the capture)."""
+    """A CUDA graph of ``number`` launches, captured on the current stream. Make it a blocking stream: a launch
+    that ignores its stream and goes to the legacy default stream then breaks the capture with an error, where
+    on a non-blocking stream it would run at once and leave the graph empty."""
     stream = cp.cuda.get_current_stream()
     stream.begin_capture()
     try:
@@ -113,16 +130,20 @@ def bench_device(fn: Callable, *args: Any, budget_ms: float = 200.0, warmup: int
         launch()
         finish()
         estimate_ns = max(_elapsed_ns(cp, lambda: [launch() for _ in range(ESTIMATE_CALLS)]) / ESTIMATE_CALLS, 1.0)
-        flush = cp.empty(device_flush_bytes(cp), dtype=cp.uint8) if flush_cache else None
-        flush_ns = _elapsed_ns(cp, lambda: flush.fill(0)) if flush is not None else 0.0
+        flush = L2Flush(cp, device_flush_bytes(cp)) if flush_cache else None
+        if flush is not None:
+            flush()  # the reduction's first run may compile it: not what the flush costs
+        flush_ns = _elapsed_ns(cp, flush) if flush is not None else 0.0
         budget_ns = budget_ms * 1e6
         for _ in range(warmup if warmup is not None else int(min(0.1 * budget_ns / estimate_ns, 10_000))):
             launch()
         number = 1 if flush_cache else int(min(max(math.ceil(MIN_BATCH_NS / estimate_ns), 1), MAX_BATCH))
         count = min(max(int(budget_ns / (number * estimate_ns + flush_ns)), min_samples), max_samples)
         if graph:
-            with cp.cuda.Stream(non_blocking=True):  # capture needs a stream apart from the default one
-                replay = capture(cp, launch, number)
+            # Captured on this blocking stream: a launch on the legacy default stream during the capture then
+            # fails (cudaErrorStreamCaptureImplicit, with its hint) instead of running eagerly outside an empty
+            # graph, as it would on a non-blocking stream.
+            replay = capture(cp, launch, number)
             body: Callable[[], Any] = replay.launch
         else:
             def body() -> None:
@@ -132,7 +153,7 @@ def bench_device(fn: Callable, *args: Any, budget_ms: float = 200.0, warmup: int
         ends = [cp.cuda.Event() for _ in range(count)]
         for start, end in zip(starts, ends):
             if flush is not None:
-                flush.fill(0)
+                flush()
             start.record()
             body()
             end.record()
@@ -177,4 +198,4 @@ def copy_bandwidth_gbps(nbytes: int = 1 << 30, budget_ms: float = 200.0) -> tupl
     return 2 * nbytes / timing.median_ns, timing
 
 
-__all__ = ["bench_device", "capture", "copy_bandwidth_gbps", "device_flush_bytes", "host_launch_ns", "l2_bytes"]
+__all__ = ["L2Flush", "bench_device", "capture", "copy_bandwidth_gbps", "device_flush_bytes", "host_launch_ns", "l2_bytes"]
