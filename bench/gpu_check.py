@@ -344,7 +344,7 @@ def _phases(args, out: Path, report: dict, deadline: float) -> int:
         failed |= phase.status != "ok"
         report["phases"][name] = asdict(phase)
         write_report(out, report)
-    return 1 if failed or report.get("missed") or targets_missed(read_jsonl(out / "rows.jsonl")) else 0
+    return 1 if failed or report["missed"] else 0  # write_report has read the rows after the last phase run
 
 
 def _phase_argv(name: str, out: Path, quick: bool) -> list[str]:

@@ -208,9 +208,9 @@ def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
     return plan
 
 
-def device_plan(op: Op, cp: Any, arrays: tuple, extras: tuple) -> Plan:
-    """The op's plan for these device arrays on the current device (made once, then reused)."""
-    key, call_attrs = _plan_key(op, cp.cuda.runtime.getDevice(), arrays, extras)
+def device_plan(op: Op, cp: Any, device: int, arrays: tuple, extras: tuple) -> Plan:
+    """The op's plan for these device arrays on GPU ``device``, the current one (made once, then reused)."""
+    key, call_attrs = _plan_key(op, device, arrays, extras)
     plan = op._plans.get(key)
     if plan is None:
         plan = _new_plan(op, cp, arrays, call_attrs)
@@ -280,8 +280,9 @@ class Launcher:
         self._cp = cp = require_gpu(op.name)
         self._op = op
         self.__name__ = op.name  # timing tools name what they time by it (cupyx.profiler.benchmark reads it first)
-        self.inputs, extras = device_inputs(op, cp, args)
-        self.plan = device_plan(op, cp, self.inputs, extras)
+        device = cp.cuda.runtime.getDevice()
+        self.inputs, extras = device_inputs(op, cp, args, device)
+        self.plan = device_plan(op, cp, device, self.inputs, extras)
         self.outputs = device_outputs(op, cp, self.plan)
         self.workspaces = self.plan.checkout()  # its own for as long as it lives (graphs replay the same pointers)
         self._pointers = [a.data.ptr for a in self.inputs] + [o.data.ptr for o in self.outputs] + \
