@@ -13,7 +13,7 @@ from .build import compile as build
 from .build import toolchain
 from .build.native_host import get_host
 from .call.reg import OpInfo
-from .call.rules import count_outputs
+from .call.rules import count_outputs, declares_tuple
 from .call.spec import OpSpec, parse_flags
 from .errors import ArgumentError, LoadError
 from .op.op import Op
@@ -97,6 +97,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
         isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
         guard=guard and sanitize is None,  # ASan/UBSan see the real buffers' bounds; guard zones would hide them
+        tuple_result=declares_tuple(out_shape, out_dtype),
     )
 
 

@@ -270,6 +270,18 @@ class ContractWarning(UserWarning):
     returned, and its numbers are probably wrong."""
 
 
+class MindSporeApiError(AotbenchError, ImportError):
+    """A script run with aotbench's MindSpore stand-in (``python -m aotbench run``, ``aotbench.mindspore``)
+    used a MindSpore API the stand-in does not have: it runs aot ``Custom`` ops only. An ``ImportError``, so
+    ``try: from mindspore import X`` / ``except ImportError`` fallbacks keep working."""
+
+
+class DynamicShapeWarning(UserWarning):
+    """With dynamic inputs (``Cell.set_inputs``) MindSpore runs the kernel's ``Init`` only once, with -1 dims in
+    graph mode or the first call's shapes in PyNative mode; aotbench runs it per concrete shape, so its numbers
+    are right, and this says where the same kernel would misbehave in MindSpore."""
+
+
 class DeviceUnavailableError(AotbenchError, RuntimeError):
     """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""
 

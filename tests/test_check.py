@@ -2,7 +2,7 @@
 
 ``tests/kernels/check_faults.cc`` holds two multi-purpose kernels whose misbehaviour is chosen by the string
 attribute ``mode`` (see its header); each fault kind is one ``with_attrs(mode=...)`` on one compiled library.
-The aot tutorial's kernel as published (``add_reduce_tutorial.cc``) and its corrected version (``add_reduce.cc``)
+The aot tutorial's kernel as published (``tutorial/kernel.cc``) and its corrected version (``add_reduce.cc``)
 come from ``aotbench.examples_dir()``.
 """
 
@@ -23,7 +23,7 @@ from ipython_shell import aotbench_shell
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 FAULTS = KERNELS / "check_faults.cc"
-TUTORIAL = aotbench.examples_dir() / "add_reduce_tutorial.cc"
+TUTORIAL = aotbench.examples_dir() / "tutorial" / "kernel.cc"
 CORRECTED = aotbench.examples_dir() / "add_reduce.cc"
 
 GRAPH_MODE = "would misbehave in MindSpore's graph mode"

@@ -27,7 +27,7 @@ from ipython_shell import aotbench_shell
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ROOT / "tests" / "kernels" / "check_faults.cc"
-TUTORIAL = aotbench.examples_dir() / "add_reduce_tutorial.cc"
+TUTORIAL = aotbench.examples_dir() / "tutorial" / "kernel.cc"
 CORRECTED = aotbench.examples_dir() / "add_reduce.cc"
 
 

@@ -345,9 +345,9 @@ def _reduced_shape(shape: tuple[int, int], axis: int, keep: bool) -> tuple[int, 
 
 @pytest.mark.parametrize("axis,keep_dim", AXES_KEEP)
 def test_tutorial_kernel_compiles_unchanged(axis, keep_dim):
-    """add_reduce_tutorial.cc, verbatim from the tutorial, builds with the documented command and its
+    """tutorial/kernel.cc, verbatim from the tutorial, builds with the documented command and its
     InferShape gives numpy's reduced shape (its F is not run: it is the buggy one)."""
-    op = aotbench.Custom(f"{aotbench.examples_dir() / 'add_reduce_tutorial.cc'}:CustomKernel", None, np.float32,
+    op = aotbench.Custom(f"{aotbench.examples_dir() / 'tutorial' / 'kernel.cc'}:CustomKernel", None, np.float32,
                          attrs={"axis": axis, "keep_dim": keep_dim})
     assert op.name == "CustomKernel"
     for shape in [(4, 5), (7, 2)]:

@@ -31,7 +31,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SETUP = f"""
 import numpy as np, aotbench
 KERNELS = {str(KERNELS)!r}
-TUTORIAL = str(aotbench.examples_dir() / "add_reduce_tutorial.cc")
+TUTORIAL = str(aotbench.examples_dir() / "tutorial" / "kernel.cc")
 rng = np.random.default_rng()
 x = rng.standard_normal((4, 5)).astype(np.float32)
 """

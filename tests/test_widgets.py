@@ -119,7 +119,7 @@ def test_contract_warnings_of_a_new_shape_are_shown_in_the_panel(rng, recwarn):
     """What the guarded first call of a new shape found (the tutorial kernel reads a workspace it never filled,
     so poison reaches its output) is shown in the panel's own warning line, not on the notebook's stderr; a
     correct kernel's panel shows none."""
-    tutorial = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce_tutorial.cc") + ":CustomKernel", None,
+    tutorial = aotbench.Custom(str(aotbench.examples_dir() / "tutorial" / "kernel.cc") + ":CustomKernel", None,
                                np.float32, attrs={"axis": 1, "keep_dim": False})
     x = rng.standard_normal((4, 5)).astype(np.float32)
     panel = tutorial.explore(x, x, reference=reference, debounce_ms=0, budget_ms=2)

@@ -379,7 +379,7 @@ def first_call(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None) 
     # a small one is copied, so that its guards (up to MAX_GUARD_AFTER) are not kept alive with it.
     result = tuple(device.upload(o) if device else (o if 2 * o.nbytes >= raw else o.copy())
                    for o, raw in zip(run.outputs, run.raw_sizes))
-    return result[0] if len(result) == 1 else result
+    return result[0] if plan.single else result
 
 
 _collectors = threading.local()  # per thread: a list that takes the warnings instead (see collected_warnings)

@@ -80,12 +80,12 @@ class Plan:
     def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
                  keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr],
                  own_workspaces: WorkspaceSet | None = None, name: str = "",
-                 allocate: Callable[[int], tuple[object, int]] | None = None):
+                 allocate: Callable[[int], tuple[object, int]] | None = None, single: bool | None = None):
         self.record = record
         self.address = ctypes.addressof(record)
         self.n_in = n_in
         self.outputs = outputs
-        self.single = len(outputs) == 1
+        self.single = len(outputs) == 1 if single is None else single  # a call returns one array, not a tuple
         self.shape0, self.dtype0 = outputs[0] if outputs else ((), None)
         self.keepalive = keepalive
         self.extra = extra
@@ -227,7 +227,7 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
                             fp_set=lib.fp_set, fp_clear=lib.fp_clear)
         keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims]
         plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
-                    attrs, own, name, allocate_workspace)
+                    attrs, own, name, allocate_workspace, single=not spec.returns_tuple)
     except BaseException:
         host.free_extra(extra)
         raise

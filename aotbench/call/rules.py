@@ -39,6 +39,12 @@ def count_outputs(out_shape: object, out_dtype: object, reg_info: OpInfo | None)
     return next(iter(counts.values()), 1)
 
 
+def declares_tuple(out_shape: object, out_dtype: object) -> bool:
+    """True when ``out_shape`` is a tuple of shapes or ``out_dtype`` a tuple of dtypes, even of one: MindSpore
+    then returns a tuple of outputs (so ``net(x, y)[0]`` is the first output, not its first row)."""
+    return _is_shape_list(out_shape) or isinstance(out_dtype, (list, tuple))
+
+
 def normalize_shape(value: object, what: str) -> Shape:
     """A shape as a tuple of non-negative ints (an int means a 1-D shape)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
@@ -53,6 +59,28 @@ def normalize_shape(value: object, what: str) -> Shape:
         raise ShapeError(f"{what} is {dims}: a dimension above 2**63 - 1 does not fit int64_t, what the kernel "
                          "reads")
     return dims
+
+
+def code_unknown_dims(shapes: Sequence[object]) -> list[Shape]:
+    """Input shapes with unknown parts as InferShape sees them: ``None`` for a dim is -1, ``None`` for a whole
+    shape an unknown rank (``(-2,)``)."""
+    coded = []
+    for i, s in enumerate(shapes):
+        if s is None:
+            coded.append((-2,))
+        elif isinstance(s, (list, tuple)) and all(d is None or _is_dim(d) for d in s):
+            coded.append(tuple(-1 if d is None else int(d) for d in s))
+            wrong = [d for d in coded[-1] if d > INT64_MAX]
+            if wrong:  # the kernel reads int64_t: 2**63 would arrive as -2**63, 2**64 + 5 as 5
+                raise ShapeError(f"input shape {i} is {tuple(s)}: dimension {wrong[0]} is outside 0 .. 2**63 - 1 "
+                                 "(int64_t, what InferShape reads); use None for an unknown dim")
+        else:
+            raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
+    return coded
+
+
+def _is_dim(d: object) -> bool:
+    return isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 0
 
 
 def output_shapes(rule: object, input_shapes: Sequence[Shape], n_outputs: int) -> list[Shape]:

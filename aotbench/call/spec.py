@@ -31,6 +31,13 @@ class OpSpec:
     timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds
     sanitize: str | None = None  # "address" or "undefined": the worker runs a sanitizer build (implies isolate)
     guard: bool = True  # the first call of every new input signature runs on guarded buffers (aotbench.guard)
+    tuple_result: bool = False  # out_shape/out_dtype given as tuples: a call returns a tuple even for one output
+
+    @property
+    def returns_tuple(self) -> bool:
+        """Whether a call returns a tuple of outputs (several outputs, or the tuple forms MindSpore returns as
+        tuples even for one: ``out_shape=((4, 5),)``, ``out_dtype=(float32,)``) rather than one array."""
+        return self.n_outputs > 1 or self.tuple_result
 
 
 def parse_flags(flags: Any) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""``python -m aotbench``: command-line entry points (``demo``, ``doctor``, ``cache info|prune``; more commands join as subparsers)."""
+"""``python -m aotbench``: command-line entry points (``demo``, ``doctor``, ``cache info|prune``, ``run``; more commands join as subparsers)."""
 
 from __future__ import annotations
 
@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "AOTBENCH_CACHE_DIR or ~/.cache/aotbench)")
     p.add_argument("--json", action="store_true", help="print the report as a JSON object")
     p.set_defaults(run=doctor)
+    sub.add_parser("run", help="run a MindSpore aot script or module (-m) with aotbench's MindSpore stand-in",
+                   add_help=False)
     p = sub.add_parser("cache", help="inspect or prune the build cache")
     cache_sub = p.add_subparsers(dest="cache_command", required=True)
     for name, helptext, run in (("info", "sizes and the largest / most recent libraries", cache_info),
@@ -153,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "run":  # python's own argument shapes (run -m pytest -q ...), parsed by hand
+        from .run import run
+
+        return run(argv[1:])
     args = build_parser().parse_args(argv)
     from ..errors import AotbenchError
 

@@ -1,14 +1,12 @@
 """The op: the callable a user holds.
 
-It owns the recipe (:class:`~aotbench.spec.OpSpec`), the loaded library, and a cache of plans
-(:mod:`aotbench.plan`), one per concrete input signature (shapes, dtypes, call-attribute values), so a
-repeated call only allocates the outputs and makes one ctypes call.
+It owns the recipe (:class:`~aotbench.spec.OpSpec`), the library, and a plan (:mod:`aotbench.plan`) per input
+signature (shapes, dtypes, call-attribute values): a repeated call allocates the outputs, then one ctypes call.
 """
 
 from __future__ import annotations
 
 import ctypes
-import numbers
 import os
 import threading
 import weakref
@@ -43,10 +41,6 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _is_dim(d: object) -> bool:
-    return isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 0
-
-
 class Op:
     """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
 
@@ -59,6 +53,7 @@ class Op:
         self._reload_callbacks: list = []
         self._reload_error_callbacks: list = []
         self._check_next_call = False
+        self._export_next_call = self.last_export = None  # see export_after_next_call
         # Each plan frees its AotExtra when it dies (see Plan), so dropping the plans is the whole release, and
         # a call still running keeps its own plan alive.
         self._finalizer = weakref.finalize(self, self._plans.clear)
@@ -187,6 +182,20 @@ class Op:
             if value:
                 self._plans.clear()  # so the next call takes the slow path, where the check happens
 
+    def export_after_next_call(self, directory: Any) -> None:
+        """Once the next call has returned, export the op to ``directory`` with that call's inputs as the example
+        (:meth:`export_mindspore`; ``%%aot_kernel --export DIR``); ``last_export`` then says what was written."""
+        with self._lock:
+            self._export_next_call = directory
+            self._plans.clear()  # so the next call takes the slow path, where the export happens
+
+    def _exporting_call(self, call, args) -> Any:
+        """``call(args)``, then the export that ``export_after_next_call`` asked for, with these arguments."""
+        directory, self._export_next_call = self._export_next_call, None
+        result = call(args)
+        self.last_export = self.export_mindspore(directory, *args)
+        return result
+
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""
         with self._lock:
@@ -307,6 +316,8 @@ class Op:
         return report.outputs
 
     def _call_device(self, args) -> Any:
+        if self._export_next_call is not None:
+            return self._exporting_call(self._call_device, args)
         if self._check_next_call:
             return self._call_checked(args)
         return self.device.call(self, args)
@@ -318,6 +329,8 @@ class Op:
             self._plans[key] = plan
 
     def _call_slow(self, args) -> Any:
+        if self._export_next_call is not None:
+            return self._exporting_call(self._call_slow, args)
         if self._check_next_call:
             return self._call_checked(args)
         arrays, extras = self._split(args)
@@ -348,18 +361,7 @@ class Op:
             raise ArgumentError(f"{self.name}.infer_shape takes {self._n_inputs} input shape(s)"
                                 + (f" then {n_attr} attribute value(s)" if n_attr else "") + f"; got {len(shapes)}")
         shape_args, extras = (shapes[:len(shapes) - n_attr], shapes[len(shapes) - n_attr:]) if n_attr else (shapes, ())
-        coded = []
-        for i, s in enumerate(shape_args):
-            if s is None:
-                coded.append((-2,))
-            elif isinstance(s, (list, tuple)) and all(d is None or _is_dim(d) for d in s):
-                coded.append(tuple(-1 if d is None else int(d) for d in s))
-                wrong = [d for d in coded[-1] if d > rules.INT64_MAX]
-                if wrong:  # the kernel reads int64_t: 2**63 would arrive as -2**63, 2**64 + 5 as 5
-                    raise ShapeError(f"input shape {i} is {tuple(s)}: dimension {wrong[0]} is outside 0 .. 2**63 - 1 "
-                                     "(int64_t, what InferShape reads); use None for an unknown dim")
-            else:
-                raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
+        coded = rules.code_unknown_dims(shape_args)
         if self._spec.out_shape is not None:
             if any(-1 in s or -2 in s for s in coded) and callable(self._spec.out_shape):
                 raise ShapeError("out_shape is a function of concrete shapes; it cannot infer from unknown dims")
@@ -376,7 +378,7 @@ class Op:
                 raise ShapeError(f"output {i} of {self.name} would have {len(s)} dimensions; arrays have at most "
                                  f"{MAX_RANK} (numpy's limit): check the shape rule")
         decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
-        return decoded[0] if self._spec.n_outputs == 1 else tuple(decoded)
+        return tuple(decoded) if self._spec.returns_tuple else decoded[0]
 
     def check(self, *arrays: Any, reference: Any = None, rtol: float | None = None, atol: float | None = None,
               dynamic: list | None = None):
@@ -421,6 +423,13 @@ class Op:
 
         return explore(self, *example_inputs, reference=reference, dynamic=dynamic, debounce_ms=debounce_ms,
                        **options)
+
+    def export_mindspore(self, directory: Any, *example_inputs: Any):
+        """Write this op as a MindSpore aot op (kernel, header, registration and Cell, the example inputs and
+        this op's outputs, and a test that checks MindSpore agrees bit for bit) into ``directory``."""
+        from ..mindspore.export import export  # the MindSpore layer, above this one
+
+        return export(self, directory, *example_inputs)
 
     def plan_info(self, *arrays: Any) -> dict:
         """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init).

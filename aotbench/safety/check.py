@@ -77,7 +77,7 @@ def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, 
     warnings = _graph_mode_pass(op, dynamic, arrays, attrs, plan) if dynamic is not None else []
     result = tuple(device.upload(o) if device else o.copy() for o in outputs)
     return CheckReport(not problems, problems, warnings, run.buffers, mismatches,
-                       result[0] if len(result) == 1 else result)
+                       result[0] if plan.single else result)
 
 
 def _default_tolerance(dtype: np.dtype) -> float:
@@ -123,30 +123,40 @@ def _compare(outputs, reference, arrays, rtol, atol, problems) -> list[dict]:
 
 
 def _graph_mode_pass(op: Op, dynamic: list, arrays, attrs, plan) -> list[str]:
-    """Run Init with -1 for the dims declared dynamic (``None`` or a name; ``None`` for a whole shape is an
-    unknown rank), as MindSpore's graph mode does once; warn when the workspace it computes is absurd."""
+    """Run Init with -1 for the dims declared dynamic, as MindSpore's graph mode does once; warn when the
+    workspace it computes is absurd."""
+    sizes, failure = graph_mode_workspaces(op, dynamic, arrays, attrs, plan.outputs)
+    if failure is not None:
+        return [failure]
+    return [f"with -1 dims, as MindSpore's graph mode calls it once, {op.name}Init asks for {size} bytes for "
+            f"workspace {j}: this kernel would misbehave in MindSpore's graph mode (compute workspace sizes only "
+            "from known dims, or guard against -1)" for j, size in enumerate(sizes) if size >= ABSURD_WORKSPACE]
+
+
+def graph_mode_workspaces(op: Op, dynamic: list, arrays, attrs, outputs) -> tuple[list[int], str | None]:
+    """The workspace sizes ``Init`` asks for when called as MindSpore's graph mode calls it, once, with -1 for
+    the dims ``dynamic`` declares unknown (``None`` or a name; ``None`` for a whole shape is an unknown rank);
+    or a sentence saying why that call failed. ``outputs`` are the concrete outputs' (shape, dtype) pairs (their
+    shapes are used when the op has an ``out_shape`` rule instead of InferShape)."""
     if len(dynamic) != len(arrays):
         raise ArgumentError(f"dynamic= gives {len(dynamic)} shapes for {len(arrays)} inputs")
     if not op.library.init:
-        return []
+        return [], None
     shapes = [(-2,) if s is None else tuple(-1 if d is None or isinstance(d, str) else int(d) for d in s)
               for s in dynamic]
     host = op._host
     extra = host.new_extra(attrs)
     try:
+        out_shapes = [shape for shape, _ in outputs]
         if op.spec.out_shape is None:
             out_shapes = [tuple(s) for s in call_infer_shape(op.spec, host, op.library, shapes, extra, attrs)]
-        else:
-            out_shapes = [shape for shape, _ in plan.outputs]
-        names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in plan.outputs]
+        names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in outputs]
         init_arrays = _tensor_arrays(shapes + out_shapes, names)
         try:
             host.call_init(op.library.init, *init_arrays[:3], extra, function=f"{op.name}Init", attrs=attrs)
         except AotbenchError as exc:
-            return [f"with -1 dims (graph mode) {op.name}Init failed ({exc}); MindSpore's graph mode would fail too"]
-        sizes = host.workspace_sizes(extra)
+            return [], f"with -1 dims (graph mode) {op.name}Init failed ({exc}); MindSpore's graph mode would fail too"
+        return host.workspace_sizes(extra), None
     finally:
         host.free_extra(extra)
-    return [f"with -1 dims, as MindSpore's graph mode calls it once, {op.name}Init asks for {size} bytes for "
-            f"workspace {j}: this kernel would misbehave in MindSpore's graph mode (compute workspace sizes only "
-            "from known dims, or guard against -1)" for j, size in enumerate(sizes) if size >= ABSURD_WORKSPACE]
+

@@ -94,6 +94,8 @@ class IsolatedOp(Op):
 
     def __call__(self, *args: Any):
         spec = self._spec
+        if self._export_next_call is not None:
+            return self._exporting_call(lambda a: self(*a), args)
         if self._check_next_call:  # check mode runs here, exactly as Op's
             return Op._call_slow(self, args)
         arrays, extras = self._split(args)
@@ -114,7 +116,7 @@ class IsolatedOp(Op):
             raise self._with_kernel_frames(crash) from None
         if findings:  # what the worker's guarded first call of this signature found
             warn_findings(self.name, [tuple(a.shape) for a in arrays], findings)
-        return outs[0] if spec.n_outputs == 1 else tuple(outs)
+        return tuple(outs) if spec.returns_tuple else outs[0]
 
     def _with_kernel_frames(self, crash: KernelCrashedError) -> KernelCrashedError:
         """The crash with the worker's native crash report turned into the kernel's frames (unchanged when the

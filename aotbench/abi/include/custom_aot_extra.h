@@ -28,13 +28,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iostream>  // MindSpore's standalone header includes it: kernels use std::cout without it
 #include <string>
 #include <vector>
 
 /* Version of this header. Bumped when anything a compiled kernel can observe changes; aotbench puts it in
  * every cache key, so a new header never reuses a library built against an old one. The binary layout above
- * has not changed since the first version and is not expected to. */
-#define AOTBENCH_AOT_EXTRA_VERSION 1
+ * has not changed since the first version and is not expected to (version 2 added <iostream>). */
+#define AOTBENCH_AOT_EXTRA_VERSION 2
 
 /* Base class of the per-kernel state a kernel creates in FInit (typically its attributes, decoded once).
  * Owner: the AotExtra it is handed to with SetKernelData; it is deleted through this virtual destructor,

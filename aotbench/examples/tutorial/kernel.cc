@@ -4,7 +4,8 @@
 //   - the reduction takes the output size from input 2's shape (index 1): with keep_dim=True it writes
 //     rows*cols floats into a rows-float output.
 // Run as the tutorial does (4x5 ones, axis=1, keep_dim=False) it gives [8, 0, 0, 0], not [10, 10, 10, 10].
-// The corrected version is add_reduce.cc.
+// The corrected version is ../add_reduce.cc. test_custom_aot.py beside this file is the tutorial's script that
+// runs it (`python -m aotbench run test_custom_aot.py`).
 #include <vector>
 #include "custom_aot_extra.h"
 

@@ -1,0 +1,167 @@
+"""``op.export_mindspore`` and ``%%aot_kernel --export``: the folder's files, and its test run through aotbench's
+MindSpore stand-in, passing as written and failing when a saved output is changed. test_mindspore.py runs the
+same folders in real MindSpore."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotbench
+from aotbench import ArgumentError, CustomRegOp, DataType
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "tests" / "kernels" / "ms_roundtrip.cc"
+FIXED = aotbench.examples_dir() / "add_reduce.cc"
+MIX_ATTRS = {"bias": 5, "negate": True, "label": "h\u00e9llo", "steps": [1, -2, 3], "weights": [0.25, -1.5],
+             "grid": [[1, 2], [3]], "table": [[0.5], [], [2.25, -0.75]]}
+
+
+def run_test(folder: Path, test: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "aotbench", "run", test], check=False, cwd=folder,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def mix_op():
+    """AttrMix with seven attributes registered with values and ``scale`` given with each call."""
+    reg = CustomRegOp("attr_mix").input(0, "x").output(0, "y")
+    for name, value in MIX_ATTRS.items():
+        reg = reg.attr(name, "required", "all", value=value)
+    reg = reg.attr("scale", "required", "all").target("CPU").get_op_info()
+    return aotbench.Custom(f"{KERNELS}:AttrMix", lambda s: s, np.float32, reg_info=reg)
+
+
+def test_an_export_holds_what_mindspore_needs_and_its_test_passes(tmp_path, rng):
+    reg = (CustomRegOp("reduce_rows").input(0, "x1").input(0, "x2").output(0, "y")
+           .dtype_format(DataType.None_None, DataType.None_None, DataType.None_None)
+           .attr("axis", "required", "all", value=0).attr("keep_dim", "required", "all", value=True)
+           .target("CPU").get_op_info())
+    op = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, reg_info=reg)
+    x, y = rng.standard_normal((33, 7)).astype(np.float32), rng.standard_normal((33, 7)).astype(np.float32)
+    export = op.export_mindspore(tmp_path / "out", x, y)
+    assert export.directory == (tmp_path / "out").resolve() and export.test == "test_reduce_rows.py"
+    folder = export.directory
+    assert (folder / "reduce_rows.cc").read_text() == FIXED.read_text()
+    assert (folder / "custom_aot_extra.h").read_bytes() == (Path(aotbench.get_include()) / "custom_aot_extra.h")\
+        .read_bytes()
+    module = (folder / "reduce_rows_op.py").read_text()
+    for line in ('.input(1, "x2")', ".dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)",
+                 '.attr("axis", "required", "all", value=0)', '.attr("keep_dim", "required", "all", value=True)',
+                 '.target("CPU")', "OUT_SHAPE = None", "OUT_DTYPE = mstype.float32",
+                 'ops.Custom(KERNEL, OUT_SHAPE, OUT_DTYPE, "aot", reg_info=REG_INFO)'):
+        assert line in module, line
+    with np.load(folder / "inputs.npz") as saved:
+        np.testing.assert_array_equal(saved["arr_0"], x)
+    with np.load(folder / "expected.npz") as saved:
+        np.testing.assert_array_equal(saved["arr_0"], op(x, y))
+    done = run_test(folder, export.test)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CustomKernel PYNATIVE: 1 output(s) equal aotbench's bit for bit" in done.stdout
+    assert "CustomKernel GRAPH: 1 output(s) equal aotbench's bit for bit" in done.stdout
+
+
+def test_an_exported_test_fails_when_an_output_differs(tmp_path, rng):
+    op = aotbench.Custom(f"{KERNELS}:RowStats", None, (np.float32, np.float32),
+                         reg_info=CustomRegOp("row_stats").input(0, "x").output(0, "s").output(1, "m")
+                         .target("CPU").get_op_info())
+    export = op.export_mindspore(tmp_path, rng.standard_normal((9, 13)).astype(np.float32))
+    assert "OUT_DTYPE = (mstype.float32, mstype.float32,)" in (tmp_path / "row_stats_op.py").read_text()
+    assert run_test(tmp_path, export.test).returncode == 0
+    with np.load(tmp_path / "expected.npz") as saved:
+        sums, maxima = saved["arr_0"], saved["arr_1"]
+    maxima[4] = np.nextafter(maxima[4], np.float32(np.inf))  # one value, by one ulp
+    np.savez(tmp_path / "expected.npz", sums, maxima)
+    done = run_test(tmp_path, export.test)
+    assert done.returncode == 1
+    assert "output 1: 1 of 9 values differ from aotbench's" in done.stdout
+
+
+def test_every_attribute_kind_and_a_call_attribute_travel(tmp_path, rng):
+    op = mix_op()
+    x = rng.standard_normal((17, 5)).astype(np.float32)
+    export = op.export_mindspore(tmp_path, x, 0.37)
+    module = (tmp_path / "attr_mix_op.py").read_text()
+    assert '.attr("label", "required", "all", value=\'h\u00e9llo\')' in module
+    assert '.attr("table", "required", "all", value=[[0.5], [], [2.25, -0.75]])' in module
+    assert '.attr("scale", "required", "all")  # given with each call' in module
+    assert "def __init__(self, scale=0.37):" in module and "return self.op(x0, self.scale)" in module
+    assert "OUT_SHAPE = [17, 5]" in module and "out_shape was a Python function" in module
+    done = run_test(tmp_path, export.test)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_a_workspace_and_infer_shape_in_several_dtypes(tmp_path, rng, dtype):
+    op = aotbench.Custom(f"{KERNELS}:Scan", None, dtype)
+    data = (rng.standard_normal((6, 11)) * 100).astype(dtype)
+    export = op.export_mindspore(tmp_path, data)
+    assert f"OUT_DTYPE = mstype.{np.dtype(dtype).name}" in (tmp_path / "scan_op.py").read_text()
+    with np.load(tmp_path / "expected.npz") as saved:
+        np.testing.assert_array_equal(saved["arr_0"], np.cumsum(data.astype(np.float64), axis=1).astype(dtype))
+    assert run_test(tmp_path, export.test).returncode == 0
+
+
+@pytest.mark.filterwarnings("ignore::aotbench.FastMathWarning")
+def test_flags_are_not_carried_and_the_outputs_come_from_the_documented_build(tmp_path, rng):
+    op = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, attrs={"axis": 1, "keep_dim": False},
+                         flags=["-O3", "-ffast-math"])
+    x, y = rng.standard_normal((64, 300)).astype(np.float32), rng.standard_normal((64, 300)).astype(np.float32)
+    export = op.export_mindspore(tmp_path, x, y)
+    documented = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, attrs={"axis": 1, "keep_dim": False})
+    with np.load(tmp_path / "expected.npz") as saved:
+        assert saved["arr_0"].tobytes() == documented(x, y).tobytes()
+    assert "-O3 -ffast-math" in (tmp_path / "README.md").read_text()
+    assert export.files[0] == "customkernel.cc"
+
+
+def test_headers_beside_the_kernel_are_exported_with_it(tmp_path, rng):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "twice.h").write_text("inline float Twice(float v) { return 2.0f * v; }\n")
+    (src / "k.cc").write_text('#include "custom_aot_extra.h"\n#include "twice.h"\n'
+                              'extern "C" int Double(int n, void **p, int *nd, int64_t **s, const char **d, void *st, '
+                              'void *e) {\n  auto *x = static_cast<float *>(p[0]); auto *o = static_cast<float *>(p[1]);\n'
+                              '  for (int64_t i = 0; i < s[0][0]; i++) o[i] = Twice(x[i]);\n  return 0;\n}\n')
+    op = aotbench.Custom(f"{src / 'k.cc'}:Double", lambda s: s, np.float32)
+    export = op.export_mindspore(tmp_path / "out", rng.standard_normal(10).astype(np.float32))
+    assert "twice.h" in export.files
+    assert (tmp_path / "out" / "twice.h").read_text() == (src / "twice.h").read_text()
+    assert run_test(tmp_path / "out", export.test).returncode == 0
+
+
+def test_what_cannot_be_exported_says_why(tmp_path, rng):
+    op = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, attrs={"axis": 1, "keep_dim": False})
+    with pytest.raises(ArgumentError, match="give the inputs"):
+        op.export_mindspore(tmp_path)
+    prebuilt = aotbench.Custom(f"{op.artifact.path}:CustomKernel", None, np.float32,
+                               attrs={"axis": 1, "keep_dim": False})
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    with pytest.raises(ArgumentError, match="prebuilt library"):
+        prebuilt.export_mindspore(tmp_path, x, x)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    half = aotbench.Custom(f"{KERNELS}:Scan", None, ml_dtypes.bfloat16)
+    with pytest.raises(ArgumentError, match="bfloat16"):
+        half.export_mindspore(tmp_path, x.astype(ml_dtypes.bfloat16))
+
+
+def test_the_magic_exports_after_the_next_call(tmp_path, rng):
+    from ipython_shell import aotbench_shell
+
+    cell = FIXED.read_text()
+    with aotbench_shell(tmp_path) as shell:
+        shell.run_cell_magic("aot_kernel", "cpu --attr axis=1 --attr keep_dim=False --out-dtype np.float32 "
+                             "--export exported", cell)
+        op = shell.user_ns["CustomKernel"]
+        assert op.last_export is None and not (tmp_path / "exported").exists()
+        x, y = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+        np.testing.assert_allclose(op(x, y), (x + y).sum(1), rtol=1e-5)
+        assert op.last_export is not None and op.last_export.directory == (tmp_path / "exported").resolve()
+        op(x, y)  # only the next call exports
+    with np.load(tmp_path / "exported" / "inputs.npz") as saved:
+        np.testing.assert_array_equal(saved["arr_1"], y)
+    assert run_test(tmp_path / "exported", op.last_export.test).returncode == 0
