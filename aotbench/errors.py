@@ -272,8 +272,14 @@ class ContractWarning(UserWarning):
 
 class MindSporeApiError(AotbenchError, ImportError):
     """A script run with aotbench's MindSpore stand-in (``python -m aotbench run``, ``aotbench.mindspore``)
-    used a MindSpore API the stand-in does not have: it runs aot ``Custom`` ops only. An ``ImportError``, so
-    ``try: from mindspore import X`` / ``except ImportError`` fallbacks keep working."""
+    imported a MindSpore module or name the stand-in does not have (``import mindspore.dataset``, ``from
+    mindspore import Model``): it runs aot ``Custom`` ops only. An ``ImportError``, so ``try: ... except
+    ImportError`` fallbacks keep working."""
+
+
+class MindSporeAttributeError(AotbenchError, AttributeError):
+    """The same, for an attribute of a stand-in module (``mindspore.ops.Add``): an ``AttributeError``, so
+    ``hasattr(mindspore, "jit")`` and ``getattr(ops, "Add", None)`` keep working."""
 
 
 class DynamicShapeWarning(UserWarning):

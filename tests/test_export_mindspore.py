@@ -50,8 +50,8 @@ def test_an_export_holds_what_mindspore_needs_and_its_test_passes(tmp_path, rng)
     assert (folder / "custom_aot_extra.h").read_bytes() == (Path(aotbench.get_include()) / "custom_aot_extra.h")\
         .read_bytes()
     module = (folder / "reduce_rows_op.py").read_text()
-    for line in ('.input(1, "x2")', ".dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)",
-                 '.attr("axis", "required", "all", value=0)', '.attr("keep_dim", "required", "all", value=True)',
+    for line in (".input(1, 'x2')", ".dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)",
+                 """.attr('axis', "required", "all", value=0)""", """.attr('keep_dim', "required", "all", value=True)""",
                  '.target("CPU")', "OUT_SHAPE = None", "OUT_DTYPE = mstype.float32",
                  'ops.Custom(KERNEL, OUT_SHAPE, OUT_DTYPE, "aot", reg_info=REG_INFO)'):
         assert line in module, line
@@ -86,11 +86,11 @@ def test_every_attribute_kind_and_a_call_attribute_travel(tmp_path, rng):
     x = rng.standard_normal((17, 5)).astype(np.float32)
     export = op.export_mindspore(tmp_path, x, 0.37)
     module = (tmp_path / "attr_mix_op.py").read_text()
-    assert '.attr("label", "required", "all", value=\'h\u00e9llo\')' in module
-    assert '.attr("table", "required", "all", value=[[0.5], [], [2.25, -0.75]])' in module
-    assert '.attr("scale", "required", "all")  # given with each call' in module
-    assert "def __init__(self, scale=0.37):" in module and "return self.op(x0, self.scale)" in module
-    assert "OUT_SHAPE = [17, 5]" in module and "out_shape was a Python function" in module
+    assert """.attr('label', "required", "all", value='h\u00e9llo')""" in module
+    assert """.attr('table', "required", "all", value=[[0.5], [], [2.25, -0.75]])""" in module
+    assert """.attr('scale', "required", "all")  # given with each call""" in module
+    assert "def __init__(self, attr_scale=0.37):" in module and "return self.op(x0, self.attr_scale)" in module
+    assert "OUT_SHAPE = (17, 5)" in module and "out_shape was a Python function" in module
     done = run_test(tmp_path, export.test)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -165,3 +165,115 @@ def test_the_magic_exports_after_the_next_call(tmp_path, rng):
     with np.load(tmp_path / "exported" / "inputs.npz") as saved:
         np.testing.assert_array_equal(saved["arr_1"], y)
     assert run_test(tmp_path / "exported", op.last_export.test).returncode == 0
+
+
+def test_generated_files_are_valid_python_for_any_names_and_values_aotbench_accepts(tmp_path, rng):
+    import ast
+
+    reg = (CustomRegOp('re"duce\'s')
+           .input(0, 'x"1').input(1, "x'2").output(0, "y\n")
+           .attr("nan_attr", "required", "all", value=float("nan"))
+           .attr("inf_attr", "required", "all", value=[float("inf"), -float("inf")])
+           .attr("quote", "required", "all", value='a "b" \'c\'\n\u00e9')
+           .attr("self", "required", "all").attr("op", "required", "all").attr("super", "required", "all")
+           .dtype_format(DataType.None_None, DataType.None_None, DataType.None_None).target("CPU").get_op_info())
+    op = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, reg_info=reg, attrs={"axis": 1, "keep_dim": False})
+    x, y = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    export = op.export_mindspore(tmp_path, x, y, 1, 2.5, float("nan"))
+    assert export.test == "test_re_duce_s.py"
+    module = (tmp_path / "re_duce_s_op.py").read_text()
+    for text in (module, (tmp_path / export.test).read_text()):
+        ast.parse(text)
+    assert "value=float('nan')" in module and "value=[float('inf'), -float('inf')]" in module
+    assert "def __init__(self, attr_self=1, attr_op=2.5, attr_super=float('nan')):" in module
+    done = run_test(tmp_path, export.test)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_output_rules_are_written_in_the_forms_mindspore_takes_together(tmp_path, rng):
+    stats = aotbench.Custom(f"{KERNELS}:RowStats", [[9], [9]], [np.float32, np.float32])
+    stats.export_mindspore(tmp_path / "stats", rng.standard_normal((9, 13)).astype(np.float32))
+    text = (tmp_path / "stats" / "rowstats_op.py").read_text()
+    assert "OUT_SHAPE = ((9,), (9,))" in text and "OUT_DTYPE = (mstype.float32, mstype.float32,)" in text
+    scan = aotbench.Custom(f"{KERNELS}:Scan", None, (np.float64,))  # aotbench: a tuple of one output
+    assert isinstance(scan(rng.standard_normal((2, 3))), tuple)
+    scan.export_mindspore(tmp_path / "scan", rng.standard_normal((2, 3)))
+    text = (tmp_path / "scan" / "scan_op.py").read_text()
+    assert "OUT_SHAPE = None" in text and "OUT_DTYPE = mstype.float64\n" in text  # MindSpore refuses (f64,) here
+    for folder in ("stats", "scan"):
+        assert run_test(tmp_path / folder, f"test_{folder if folder == 'scan' else 'rowstats'}.py").returncode == 0
+
+
+def test_an_export_never_overwrites_what_it_did_not_write(tmp_path, rng):
+    op = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, attrs={"axis": 1, "keep_dim": False})
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("the user's own")
+    with pytest.raises(ArgumentError, match=r"not empty \(README.md\) and is not an earlier aotbench export"):
+        op.export_mindspore(project, x, x)
+    assert (project / "README.md").read_text() == "the user's own"
+    first = op.export_mindspore(tmp_path / "again", x, x)
+    (tmp_path / "again" / "stale.txt").write_text("x")
+    with pytest.raises(ArgumentError, match="stale.txt"):
+        op.export_mindspore(tmp_path / "again", x, x)
+    (tmp_path / "again" / "stale.txt").unlink()
+    second = op.with_attrs(axis=0).export_mindspore(tmp_path / "again", x, x)  # replaces its own files
+    assert second.files == first.files
+    with np.load(tmp_path / "again" / "expected.npz") as saved:
+        assert saved["arr_0"].shape == (5,)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ArgumentError, match="is a file"):
+        op.export_mindspore(tmp_path / "file", x, x)
+    with pytest.raises(ArgumentError, match="the kernel's own folder"):
+        op.export_mindspore(FIXED.parent, x, x)
+
+
+def test_headers_that_cannot_travel_are_named(tmp_path, rng):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "twice.h").write_text("inline float Twice(float v) { return 2.0f * v; }\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.cc").write_text('#include "custom_aot_extra.h"\n#include "../shared/twice.h"\n'
+                              'extern "C" int Double(int n, void **p, int *nd, int64_t **s, const char **d, void *st, '
+                              'void *e) {\n  auto *x = static_cast<float *>(p[0]); auto *o = static_cast<float *>(p[1]);\n'
+                              '  for (int64_t i = 0; i < s[0][0]; i++) o[i] = Twice(x[i]);\n  return 0;\n}\n')
+    op = aotbench.Custom(f"{src / 'k.cc'}:Double", lambda s: s, np.float32)
+    x = rng.standard_normal(10).astype(np.float32)
+    with pytest.raises(ArgumentError, match=r"twice.h, outside the kernel's folder"):
+        op.export_mindspore(tmp_path / "out", x)
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    (beside / "twice.h").write_text((shared / "twice.h").read_text())
+    (beside / "k.cc").write_text((src / "k.cc").read_text().replace("../shared/twice.h", "twice.h"))
+    op = aotbench.Custom(f"{beside / 'k.cc'}:Double", lambda s: s, np.float32)
+    (beside / "twice.h").write_text("inline float Twice(float v) { return 3.0f * v; }\n")  # edited after the build
+    with pytest.raises(ArgumentError, match="changed since Double was built"):
+        op.export_mindspore(tmp_path / "out", x)
+
+
+def test_the_magic_exports_a_cell_with_a_local_header_and_a_failed_export_only_warns(tmp_path, rng):
+    from ipython_shell import aotbench_shell
+
+    (tmp_path / "twice.h").write_text("inline float Twice(float v) { return 2.0f * v; }\n")
+    cell = ('#include "custom_aot_extra.h"\n#include "twice.h"\n'
+            'extern "C" int Double(int n, void **p, int *nd, int64_t **s, const char **d, void *st, void *e) {\n'
+            '  auto *x = static_cast<float *>(p[0]); auto *o = static_cast<float *>(p[1]);\n'
+            '  for (int64_t i = 0; i < s[0][0]; i++) o[i] = Twice(x[i]);\n  return 0;\n}\n')
+    x = rng.standard_normal(7).astype(np.float32)
+    with aotbench_shell(tmp_path) as shell:
+        shell.run_cell_magic("aot_kernel", "cpu --out-shape 'lambda s: s' --export out", cell)
+        op = shell.user_ns["Double"]
+        np.testing.assert_allclose(op(x), 2 * x, rtol=1e-6)
+        assert "twice.h" in op.last_export.files
+        (tmp_path / "taken").write_text("a file where the folder should go")
+        op.export_after_next_call(tmp_path / "taken")
+        with pytest.warns(UserWarning, match="the export to .*taken after this call failed"):
+            result = op(x)
+        np.testing.assert_allclose(result, 2 * x, rtol=1e-6)
+        shell.run_cell_magic("aot_kernel", "cpu --out-shape 'lambda s: s' --export out2", cell)
+        shell.run_cell_magic("aot_kernel", "cpu --out-shape 'lambda s: s'", cell)  # re-run without: cancelled
+        shell.user_ns["Double"](x)
+    assert not (tmp_path / "out2").exists()
+    assert run_test(tmp_path / "out", "test_double.py").returncode == 0

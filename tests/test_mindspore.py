@@ -66,7 +66,8 @@ def in_mindspore(python: Path, args: list[str], cwd: Path, **env: str) -> subpro
 
 def exports(root: Path, rng: np.random.Generator) -> list[tuple[Path, str]]:
     """Export one op of each kind: attributes of all eight kinds and a call attribute, a workspace with
-    InferShape in four dtypes, two outputs, and the tutorial's fixed kernel with attributes."""
+    InferShape in four dtypes, two outputs (also with list-valued rules), a one-output tuple, and the tutorial's
+    fixed kernel with attributes."""
     from test_export_mindspore import mix_op
 
     made = [mix_op().export_mindspore(root / "mix", rng.standard_normal((17, 5)).astype(np.float32), 0.37)]
@@ -78,6 +79,11 @@ def exports(root: Path, rng: np.random.Generator) -> list[tuple[Path, str]]:
                             reg_info=CustomRegOp("row_stats").input(0, "x").output(0, "s").output(1, "m")
                             .target("CPU").get_op_info())
     made.append(stats.export_mindspore(root / "stats", rng.standard_normal((9, 13)).astype(np.float32)))
+    # Output rules given as lists, and a one-output tuple with InferShape: written in forms MindSpore takes.
+    listed = aotbench.Custom(f"{KERNELS}:RowStats", [[9], [9]], [np.float32, np.float32])
+    made.append(listed.export_mindspore(root / "listed", rng.standard_normal((9, 13)).astype(np.float32)))
+    one = aotbench.Custom(f"{KERNELS}:Scan", None, (np.float64,))
+    made.append(one.export_mindspore(root / "one", rng.standard_normal((2, 3))))
     reduce = aotbench.Custom(f"{FIXED}:CustomKernel", None, np.float32, attrs={"axis": 0, "keep_dim": True})
     x, y = (rng.standard_normal((33, 7)).astype(np.float32) for _ in range(2))
     made.append(reduce.export_mindspore(root / "reduce", x, y))

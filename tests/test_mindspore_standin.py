@@ -5,6 +5,7 @@ scripts against the real one."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 import aotbench
 import aotbench.mindspore as ms
-from aotbench import DynamicShapeWarning, MindSporeApiError
+from aotbench import DynamicShapeWarning, MindSporeApiError, MindSporeAttributeError
 from aotbench.mindspore import Tensor, nn, ops
 from aotbench.mindspore.common import dtype as mstype
 from aotbench.mindspore.importer import activate
@@ -122,16 +123,24 @@ def test_a_missing_api_raises_an_error_naming_it(tmp_path, code, api):
     (tmp_path / "uses.py").write_text(code + "\n")
     done = run_aotbench("run", "uses.py", cwd=tmp_path)
     assert done.returncode == 1
-    assert "MindSporeApiError" in done.stderr and f"{api} is not available" in done.stderr
+    assert re.search(r"MindSpore(Api|Attribute)Error", done.stderr) and f"{api} is not available" in done.stderr
 
 
 def test_missing_apis_keep_import_error_fallbacks_and_hasattr_working():
-    with pytest.raises(ImportError, match="mindspore.ops.Add is not available"):
+    with pytest.raises(MindSporeAttributeError, match="mindspore.ops.Add is not available"):
         ms.ops.Add  # noqa: B018
+    assert not hasattr(ms, "jit") and getattr(ms.ops, "Add", None) is None  # feature detection keeps working
+    with pytest.raises(MindSporeApiError, match="mindspore.Model is not available"):
+        from aotbench.mindspore import Model  # noqa: F401  (the sentence survives `from ... import`)
+    with pytest.raises(ImportError, match="mindspore.nn.Dense is not available"):
+        from aotbench.mindspore.nn import Dense  # noqa: F401
     assert not hasattr(ms, "__version__")
     assert not hasattr(Tensor([1.0]), "_private")
     with pytest.raises(AttributeError, match=r"mindspore.Tensor.sum .*is not available"):
         Tensor([1.0]).sum()
+    for operation in (lambda t: t + 1, lambda t: -t, lambda t: t > 0, lambda t: t == 1, lambda t: float(t)):
+        with pytest.raises(TypeError, match="arithmetic and comparison on mindspore.Tensor .*is not available"):
+            operation(Tensor([1.0]))
 
 
 def test_the_stand_in_never_shadows_mindspore_outside_run():
@@ -174,6 +183,7 @@ def test_tensor_follows_mindspore():
 
 def reduce_op(axis=1, keep_dim=False, out_shape=None, out_dtype=ms.float32, source=FIXED):
     reg = (ops.CustomRegOp("reduce").input(0, "x1").input(1, "x2").output(0, "y")
+           .dtype_format(ops.DataType.None_None, ops.DataType.None_None, ops.DataType.None_None)
            .attr("axis", "required", "all", value=axis).attr("keep_dim", "required", "all", value=keep_dim)
            .target("CPU").get_op_info())
     return ops.Custom(f"{source}:CustomKernel", out_shape, out_dtype, "aot", reg_info=reg)
@@ -198,10 +208,15 @@ def test_custom_takes_and_gives_tensors(rng):
 def test_a_tuple_of_shapes_returns_a_tuple_even_for_one_output(rng):
     """MindSpore's idiom net(x, y)[0] is the first output: with a bare array it would be row 0."""
     x, y = rng.random((4, 5), np.float32), rng.random((4, 5), np.float32)
-    for out_shape, out_dtype in (((4,),), ms.float32), ((4,), (ms.float32,)), ([[4]], [ms.float32]):
+    for out_shape, out_dtype in ((((4,),), (ms.float32,)), ([[4]], [ms.float32])):
         out = Net(reduce_op(out_shape=out_shape, out_dtype=out_dtype))(Tensor(x), Tensor(y))
         assert isinstance(out, tuple) and len(out) == 1 and out[0].shape == (4,)
         np.testing.assert_allclose(out[0].asnumpy(), (x + y).sum(1), rtol=1e-6)
+    # The pairs MindSpore 2.10 refuses, refused here too (so a script that runs here runs there).
+    for out_shape, out_dtype in ((((4,),), ms.float32), ((4,), (ms.float32,)), (None, (ms.float32,)),
+                                 ([[4]], (ms.float32,)), (((4,),), [ms.float32])):
+        with pytest.raises(aotbench.ArgumentError, match="MindSpore"):
+            reduce_op(out_shape=out_shape, out_dtype=out_dtype)
     op = aotbench.Custom(f"{FIXED}:CustomKernel", ((4,),), np.float32, attrs={"axis": 1, "keep_dim": False})
     assert isinstance(op(x, y), tuple) and op(x, y)[0].shape == (4,)
     assert op.infer_shape((4, 5), (4, 5)) == ((4,),)
@@ -267,6 +282,26 @@ def test_graph_mode_warns_once_for_an_init_that_wraps_and_not_for_one_without_wo
         for t in x:
             fast(t, t)  # no workspace: nothing MindSpore's single Init could get wrong
             static(t, t)  # no set_inputs: MindSpore runs Init per shape, as aotbench
+
+
+def test_what_mindspore_refuses_in_a_registration_is_refused(rng):
+    bare = ops.CustomRegOp("bare").input(0, "x1").input(1, "x2").output(0, "y").target("CPU").get_op_info()
+    with pytest.raises(aotbench.ArgumentError, match="no dtype_format: MindSpore refuses it"):
+        ops.Custom(f"{FIXED}:CustomKernel", None, ms.float32, "aot", reg_info=bare)
+    with pytest.raises(aotbench.ArgumentError, match="without reg_info"):
+        ops.Custom(f"{FIXED}:CustomKernel", None, ms.float32, "aot")
+
+
+def test_shape_functions_get_lists_as_in_mindspore(rng):
+    reg = (ops.CustomRegOp("mix").input(0, "x").output(0, "y").dtype_format(ops.DataType.F32_Default,
+           ops.DataType.F32_Default).target("CPU"))
+    for name, value in {"scale": 2.0, "bias": 1, "negate": False, "label": "", "steps": [], "weights": [],
+                        "grid": [[]], "table": [[]]}.items():
+        reg = reg.attr(name, "required", "all", value=value)
+    op = ops.Custom(f"{ROOT / 'tests' / 'kernels' / 'ms_roundtrip.cc'}:AttrMix", lambda s: s[:1] + [s[1]],  # list + list: a tuple would fail
+                    ms.float32, "aot", reg_info=reg.get_op_info())
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(op(Tensor(x)).asnumpy(), 2 * x + 1, rtol=1e-6)
 
 
 def test_a_kernel_may_use_std_cout_without_including_iostream(tmp_path, rng):

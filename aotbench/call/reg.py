@@ -49,6 +49,7 @@ class OpInfo:
     call_attrs: tuple[str, ...]  # registered without value=: positional call arguments, in order
     dtype_formats: tuple[tuple[str, ...], ...]  # one row per combination: inputs then outputs ("" = any)
     target: str | None = None
+    has_dtype_format: bool = False  # any .dtype_format(...) given, even only None_None (MindSpore requires one)
 
     def output_dtypes(self, input_dtypes: tuple[str, ...]) -> tuple[str, ...] | None:
         """The output dtypes the registration gives for these input dtypes (None: it does not say).
@@ -125,4 +126,4 @@ class CustomRegOp:
         if all(all(d == "" for d in row) for row in formats):
             formats = ()  # only None_None: any dtype
         return OpInfo(self.op_name, tuple(self._inputs), tuple(self._outputs), tuple(self._attrs),
-                      tuple(self._call_attrs), formats, self._target)
+                      tuple(self._call_attrs), formats, self._target, bool(self._dtype_formats))

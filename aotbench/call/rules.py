@@ -20,7 +20,7 @@ Shape = tuple[int, ...]
 INT64_MAX = 2**63 - 1
 
 
-def _is_shape_list(x: object) -> bool:
+def is_shape_list(x: object) -> bool:
     return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(e, (list, tuple)) for e in x)
 
 
@@ -31,7 +31,7 @@ def count_outputs(out_shape: object, out_dtype: object, reg_info: OpInfo | None)
         counts["reg_info outputs"] = len(reg_info.outputs)
     if isinstance(out_dtype, (list, tuple)):
         counts["out_dtype"] = len(out_dtype)
-    if _is_shape_list(out_shape):
+    if is_shape_list(out_shape):
         counts["out_shape"] = len(out_shape)  # type: ignore[arg-type]
     if len(set(counts.values())) > 1:
         detail = ", ".join(f"{k} gives {v}" for k, v in counts.items())
@@ -42,7 +42,7 @@ def count_outputs(out_shape: object, out_dtype: object, reg_info: OpInfo | None)
 def declares_tuple(out_shape: object, out_dtype: object) -> bool:
     """True when ``out_shape`` is a tuple of shapes or ``out_dtype`` a tuple of dtypes, even of one: MindSpore
     then returns a tuple of outputs (so ``net(x, y)[0]`` is the first output, not its first row)."""
-    return _is_shape_list(out_shape) or isinstance(out_dtype, (list, tuple))
+    return is_shape_list(out_shape) or isinstance(out_dtype, (list, tuple))
 
 
 def normalize_shape(value: object, what: str) -> Shape:
@@ -91,8 +91,8 @@ def output_shapes(rule: object, input_shapes: Sequence[Shape], n_outputs: int) -
             value = rule(*input_shapes)
         except Exception as exc:  # a user function: report it with its inputs
             raise ShapeError(f"out_shape{tuple(input_shapes)} raised {type(exc).__name__}: {exc}") from exc
-    shapes = list(value) if n_outputs > 1 or _is_shape_list(value) else [value]  # type: ignore[arg-type]
-    if n_outputs > 1 and not _is_shape_list(value):
+    shapes = list(value) if n_outputs > 1 or is_shape_list(value) else [value]  # type: ignore[arg-type]
+    if n_outputs > 1 and not is_shape_list(value):
         raise ShapeError(f"out_shape gave {value!r}, but the op has {n_outputs} outputs: give one shape each")
     if len(shapes) != n_outputs:
         raise ShapeError(f"out_shape gave {len(shapes)} shapes for an op with {n_outputs} outputs")

@@ -39,7 +39,7 @@ def run(argv: list[str]) -> int:
         print(f"python -m aotbench run: {exc}\n\n{USAGE}", file=sys.stderr)
         return 2
     if script is None and module is None:
-        print(USAGE)
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if script is not None and not os.path.exists(script):
         print(f"python -m aotbench run: can't open file {script!r}: no such file", file=sys.stderr)
@@ -48,13 +48,22 @@ def run(argv: list[str]) -> int:
 
     print("aotbench run: `import mindspore` is aotbench's stand-in in this run (aot Custom ops only)",
           file=sys.stderr)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
     with activate():
-        if module is not None:
-            sys.argv = [module, *rest]  # runpy replaces argv[0] with the module's file, as python -m does
-            sys.path[0:1] = [os.getcwd()]
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [script, *rest]
-            sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
-            runpy.run_path(script, run_name="__main__")
+        try:
+            return _run(script, module, rest)
+        finally:
+            sys.argv, sys.path[:] = saved_argv, saved_path  # as they were, for a caller in this process
+
+
+def _run(script: str | None, module: str | None, rest: list[str]) -> int:
+    """The run itself, with ``sys.argv`` and ``sys.path[0]`` set as ``python`` sets them."""
+    if module is not None:
+        sys.argv = [module, *rest]  # runpy replaces argv[0] with the module's file, as python -m does
+        sys.path[0:1] = [os.getcwd()]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [script, *rest]
+        sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
+        runpy.run_path(script, run_name="__main__")
     return 0

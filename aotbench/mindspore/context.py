@@ -1,8 +1,9 @@
 """``mindspore.context``: the execution mode and the device target, as ``set_context`` / ``set_device`` set them.
 
-Only ``mode`` and ``device_target`` change what the stand-in does (the mode decides which of MindSpore's
-dynamic-shape behaviours :class:`~aotbench.DynamicShapeWarning` describes; the target is the default for a
-``Custom`` whose registration names none). Other settings are recorded and read back by ``get_context``.
+Only ``mode`` and ``device_target`` change what the stand-in does: the mode decides which of MindSpore's
+dynamic-shape behaviours :class:`~aotbench.DynamicShapeWarning` describes, and the target picks a ``Custom``'s
+registration when it is given a list of them (an op's own target is its registration's, else its source's kind:
+``.cu`` is gpu). Other settings are recorded and read back by ``get_context``.
 """
 
 from __future__ import annotations

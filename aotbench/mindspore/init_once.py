@@ -4,7 +4,12 @@ For a net with dynamic inputs (``Cell.set_inputs``) MindSpore 2.10 calls the ker
 mode with -1 for the unknown dims, in PyNative mode with the first call's shapes, and keeps that workspace for
 every later shape (measured: a 4x9 call got the 80 bytes a 4x5 call asked for; in graph mode a wrapped -1 size
 left the workspace overlapping the output). aotbench runs ``Init`` for every concrete signature, so its
-results stay right; this module compares the two and warns (:class:`~aotbench.DynamicShapeWarning`).
+workspaces always fit; this module compares the two and warns (:class:`~aotbench.DynamicShapeWarning`).
+
+To know what graph mode would give, it calls ``Init`` once more, in this process, with the -1 dims (after the
+net's first call, whose result is already computed): a kernel that keeps state in globals sees that call, and one
+whose ``Init`` crashes on -1 dims crashes here as it would in MindSpore's graph mode (``isolate=True`` does not
+cover it; ``op.check(..., dynamic=...)`` is the same pass, on its own).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ class InitOnce:
                 self._warn(f"{op.name}Init asks for {need} bytes for workspace {j} with inputs {shapes}, but "
                            f"MindSpore's {MODE_NAMES[mode]} mode runs Init once for a net with dynamic inputs "
                            f"({when}) and would give it {got} bytes: the kernel would write past its workspace "
-                           "there. aotbench ran Init for these shapes, so this result is right.")
+                           "there. aotbench ran Init for these shapes, so its workspace fits them.")
 
     def _first_init(self, declared, arrays, extras, outputs, needed, shapes, mode):
         """(workspace sizes, when Init ran) for MindSpore's one Init, or None when it cannot be compared."""
@@ -83,7 +88,7 @@ class InitOnce:
                        f"asks for {size} bytes for workspace {j}: this kernel would misbehave in MindSpore's graph "
                        "mode (MindSpore 2.10 then lets the workspace overlap other buffers). Compute workspace "
                        "sizes only from known dims, or guard against -1. aotbench ran Init for the concrete "
-                       "shapes, so this result is right.")
+                       "shapes, so its workspace fits them.")
         return None if absurd else (sizes, "with -1 dims")
 
     def _planned(self, arrays: tuple, extras: tuple) -> tuple[list[int], list]:

@@ -1,11 +1,16 @@
 """``mindspore.ops``: ``Custom(func, out_shape, out_dtype, "aot", reg_info=...)`` on Tensors, built by aotbench,
-and the registration builder ``CustomRegOp`` / ``DataType`` (aotbench's own, same chain of methods)."""
+and the registration builder ``CustomRegOp`` / ``DataType`` (aotbench's own, same chain of methods).
+
+What MindSpore refuses, this refuses too, so that a script that runs here runs there: a registration without a
+``dtype_format``, and ``out_shape`` / ``out_dtype`` in forms MindSpore 2.10 does not take together.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..call.reg import CustomRegOp, DataType, OpInfo
+from ..call.rules import is_shape_list
 from ..custom import Custom as _build
 from ..errors import ArgumentError
 from ..measure.accuracy import to_host
@@ -31,6 +36,37 @@ def _dtype_rule(out_dtype: Any) -> Any:
     return mstype.to_numpy(out_dtype)
 
 
+def _shape_rule(out_shape: Any) -> Any:
+    """A shape function gets the input shapes as lists, as MindSpore passes them (``lambda s: s + [1]`` works)."""
+    if not callable(out_shape):
+        return out_shape
+
+    def rule(*shapes):
+        return out_shape(*[list(s) for s in shapes])
+
+    rule.__name__ = getattr(out_shape, "__name__", "out_shape")
+    return rule
+
+
+def _check_forms(out_shape: Any, out_dtype: Any) -> None:
+    """Refuse the pairs MindSpore 2.10 refuses (measured): a tuple of shapes goes with a tuple of dtypes (a list
+    with a list), a single shape with a single dtype; with InferShape a tuple dtype means several outputs."""
+    dtype_seq = isinstance(out_dtype, (list, tuple))
+    if out_shape is None:
+        if dtype_seq and len(out_dtype) == 1:
+            raise ArgumentError("out_shape=None with a one-element tuple out_dtype: MindSpore refuses it (a tuple "
+                                "out_dtype with InferShape means several outputs); give out_dtype=mstype.float32, "
+                                "or out_shape=((...),) to get a tuple back")
+        return
+    if callable(out_shape):
+        return
+    shape_seq = is_shape_list(out_shape)
+    if shape_seq != dtype_seq or (shape_seq and type(out_shape) is not type(out_dtype)):
+        raise ArgumentError(f"out_shape={out_shape!r} with out_dtype={out_dtype!r}: MindSpore takes both as "
+                            "tuples (or both as lists) for a tuple of outputs, even of one ((4, 5),) with "
+                            "(mstype.float32,), or both as single values")
+
+
 def _pick_registration(reg_info: Any) -> OpInfo | None:
     """MindSpore takes one registration or a list of them (one per target): the one for the current target."""
     if not isinstance(reg_info, (list, tuple)):
@@ -51,8 +87,21 @@ class Custom:
                  bprop: Any = None, reg_info: Any = None):
         if func_type != "aot":
             raise missing(f"mindspore.ops.Custom(func_type={func_type!r})")
+        reg = _pick_registration(reg_info)
+        if reg is None:
+            raise ArgumentError("an aot Custom without reg_info: MindSpore 2.10 fails on it ('The pointer[value] is "
+                                "null'); give reg_info=CustomRegOp(name).input(...).output(...).dtype_format(...)"
+                                ".target('CPU').get_op_info()")
+        if isinstance(reg, OpInfo) and not reg.has_dtype_format:
+            raise ArgumentError(f"registration {reg.name!r} has no dtype_format: MindSpore refuses it ('the "
+                                "registration information is registered failed'); add .dtype_format(DataType."
+                                "None_None, ...) with one entry per input and output")
+        _check_forms(out_shape, out_dtype)
         # The target is the registration's, else the source's kind (.cu: gpu), as aotbench.Custom decides.
-        self.op = _build(func, out_shape, _dtype_rule(out_dtype), "aot", reg_info=_pick_registration(reg_info))
+        self.op = _build(func, _shape_rule(out_shape), _dtype_rule(out_dtype), "aot", reg_info=reg)
+        # Tensors live on the host, as MindSpore's do before it moves them: copying them to the GPU is the
+        # stand-in's job, not something a MindSpore script could change, so the op does not warn about it.
+        self.op._host_copy_noted = True
         self.bprop = bprop
         self._init_once = InitOnce(self.op)
 

@@ -63,7 +63,8 @@ class AotMagics(Magics):
     @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
               "a contract violation raises ContractViolation with the report")
     @argument("--export", metavar="DIR", help="after the op's next call, export it for MindSpore into DIR (kernel, "
-              "header, registration, Cell, that call's inputs and outputs, a test for PyNative and graph mode)")
+              "headers, registration, Cell, that call's inputs and aotbench's outputs for them, a test for PyNative "
+              "and graph mode)")
     @argument("--no-guard", action="store_true", help="do not guard the first call of each new input signature "
               "(by default it runs on fenced, poisoned buffers: an out-of-bounds write raises ContractViolation)")
     @argument("--sanitize", choices=["address", "undefined"], help="run a separate ASan or UBSan build, isolated; "
@@ -116,8 +117,8 @@ class AotMagics(Magics):
             previous._adopt(op)
             op = previous
         op.check_next_call = args.check
+        op.export_after_next_call(unquote(args.export) if args.export else None)  # re-running without it cancels
         if args.export:
-            op.export_after_next_call(unquote(args.export))
             print(f"{op.name} will be exported for MindSpore to {unquote(args.export)} after its next call "
                   "(op.last_export says what was written)")
         self.shell.user_ns[name] = op

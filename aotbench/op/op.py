@@ -184,17 +184,17 @@ class Op:
 
     def export_after_next_call(self, directory: Any) -> None:
         """Once the next call has returned, export the op to ``directory`` with that call's inputs as the example
-        (:meth:`export_mindspore`; ``%%aot_kernel --export DIR``); ``last_export`` then says what was written."""
+        (:meth:`export_mindspore`; ``%%aot_kernel --export DIR``); ``last_export`` then says what was written.
+        ``None`` cancels. A failed export warns; the call's result is returned either way."""
         with self._lock:
             self._export_next_call = directory
-            self._plans.clear()  # so the next call takes the slow path, where the export happens
+            if directory is not None:
+                self._plans.clear()  # so the next call takes the slow path, where the export happens
 
     def _exporting_call(self, call, args) -> Any:
-        """``call(args)``, then the export that ``export_after_next_call`` asked for, with these arguments."""
-        directory, self._export_next_call = self._export_next_call, None
-        result = call(args)
-        self.last_export = self.export_mindspore(directory, *args)
-        return result
+        from ..mindspore.export import call_then_export  # the MindSpore layer, above this one
+
+        return call_then_export(self, call, args)
 
     def close(self) -> None:
         """Release every per-signature AotExtra (running DestructKernelData). The op stays usable."""

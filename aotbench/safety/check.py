@@ -148,15 +148,16 @@ def graph_mode_workspaces(op: Op, dynamic: list, arrays, attrs, outputs) -> tupl
     extra = host.new_extra(attrs)
     try:
         out_shapes = [shape for shape, _ in outputs]
-        if op.spec.out_shape is None:
-            out_shapes = [tuple(s) for s in call_infer_shape(op.spec, host, op.library, shapes, extra, attrs)]
-        names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in outputs]
-        init_arrays = _tensor_arrays(shapes + out_shapes, names)
+        step = f"{op.name}InferShape"
         try:
+            if op.spec.out_shape is None:
+                out_shapes = [tuple(s) for s in call_infer_shape(op.spec, host, op.library, shapes, extra, attrs)]
+            names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in outputs]
+            init_arrays = _tensor_arrays(shapes + out_shapes, names)
+            step = f"{op.name}Init"
             host.call_init(op.library.init, *init_arrays[:3], extra, function=f"{op.name}Init", attrs=attrs)
         except AotbenchError as exc:
-            return [], f"with -1 dims (graph mode) {op.name}Init failed ({exc}); MindSpore's graph mode would fail too"
+            return [], f"with -1 dims (graph mode) {step} failed ({exc}); MindSpore's graph mode would fail too"
         return host.workspace_sizes(extra), None
     finally:
         host.free_extra(extra)
-

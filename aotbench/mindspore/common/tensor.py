@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError, ShapeError
-from ..missing import missing, missing_attribute
+from ..missing import missing, missing_attribute, missing_operation
 from . import dtype as mstype
 
 UNKNOWN_RANK = -2
@@ -28,6 +28,8 @@ def _default_dtype(data: object) -> np.dtype | None:
         return np.dtype(np.bool_)
     if flat.size and all(isinstance(v, numbers.Integral) for v in flat):
         return np.dtype(np.int64)
+    if any(isinstance(v, complex) for v in flat):
+        return None  # numpy's complex128
     return np.dtype(np.float32)
 
 
@@ -57,8 +59,12 @@ class Tensor:
             return
         if isinstance(input_data, Tensor):
             input_data = input_data.asnumpy()
-        want = dtype.numpy if dtype is not None else _default_dtype(input_data)
-        array = np.array(input_data, dtype=want, order="C")
+        try:
+            want = dtype.numpy if dtype is not None else _default_dtype(input_data)
+            array = np.array(input_data, dtype=want, order="C")
+        except (TypeError, ValueError) as exc:
+            raise ArgumentError(f"Tensor({type(input_data).__name__}) is not a rectangular array of numbers"
+                                f"{f' of {dtype}' if dtype is not None else ''}: {exc}") from exc
         self._dtype = mstype.of_numpy(array.dtype)
         self._array, self._shape = array, tuple(array.shape)
 
@@ -112,6 +118,14 @@ class Tensor:
     def __repr__(self) -> str:
         value = "" if self._array is None else f" {np.array2string(self._array, separator=', ')}"
         return f"Tensor(shape={list(self._shape)}, dtype={self._dtype}, value={value})"
+
+    def _no_operator(self, *args: Any):
+        raise missing_operation("arithmetic and comparison on mindspore.Tensor (use .asnumpy() and numpy)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _no_operator
+    __floordiv__ = __mod__ = __pow__ = __matmul__ = __neg__ = __abs__ = _no_operator
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __float__ = __int__ = _no_operator
+    __hash__ = object.__hash__
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
