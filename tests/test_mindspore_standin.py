@@ -327,3 +327,67 @@ def test_run_usage_errors_are_clear(tmp_path, args, status, text):
     done = run_aotbench("run", *args, cwd=tmp_path)
     assert done.returncode == status and text in done.stdout + done.stderr
     assert "stand-in in this run" not in done.stderr  # nothing ran
+
+
+def test_more_of_what_mindspore_refuses_is_refused(rng):
+    with pytest.raises(aotbench.ArgumentError, match="out_dtype=None"):
+        reduce_op(out_dtype=None)
+    two = (ops.CustomRegOp("stats").input(0, "x").output(0, "s").output(1, "m")
+           .dtype_format(*[ops.DataType.None_None] * 3).target("CPU").get_op_info())
+    stats = f"{ROOT / 'tests' / 'kernels' / 'ms_roundtrip.cc'}:RowStats"
+    with pytest.raises(aotbench.ArgumentError, match="declares 2 outputs but out_dtype"):
+        ops.Custom(stats, None, ms.float32, "aot", reg_info=two)
+    pair = ops.Custom(stats, lambda s: [[s[0]], [s[0]]], ms.float32, "aot", reg_info=two)
+    with pytest.raises(aotbench.ShapeError, match="MindSpore takes a tuple of shapes with a tuple of dtypes"):
+        pair(Tensor(rng.standard_normal((3, 4)).astype(np.float32)))
+
+
+def test_tensor_truth_and_numpy_mixing_follow_mindspore():
+    assert bool(Tensor([0.0])) is False and bool(Tensor(2)) is True
+    with pytest.raises(aotbench.ArgumentError, match="ambiguous"):
+        bool(Tensor([1.0, 2.0]))
+    for operation in (lambda t: np.ones(1) + t, lambda t: 2 ** t, lambda t: ~t, lambda t: round(t),
+                      lambda t: t & t):
+        with pytest.raises(TypeError, match="is not available"):
+            operation(Tensor([1]))
+    np.testing.assert_array_equal(np.asarray(Tensor([1, 2])), [1, 2])  # explicit conversion still works
+
+
+def test_graph_mode_warns_instead_of_failing_when_infer_shape_refuses_minus_one(tmp_path, rng):
+    source = tmp_path / "strict.cc"
+    source.write_text('#include <stdexcept>\n#include "custom_aot_extra.h"\n'
+                      'extern "C" std::vector<int64_t> CopyInferShape(int *nd, int64_t **s, AotExtra *e) {\n'
+                      '  if (s[0][1] < 0) throw std::runtime_error("no unknown dims here");\n'
+                      '  return {s[0][0], s[0][1]};\n}\n'
+                      'extern "C" int CopyInit(int *nd, int64_t **s, const char **d, AotExtra *e) { return 0; }\n'
+                      'extern "C" int Copy(int n, void **p, int *nd, int64_t **s, const char **d, void *st, void *e)'
+                      ' {\n  auto *x = static_cast<float *>(p[0]); auto *o = static_cast<float *>(p[1]);\n'
+                      '  for (int64_t i = 0; i < s[0][0] * s[0][1]; i++) o[i] = x[i];\n  return 0;\n}\n')
+    ms.set_context(mode=ms.GRAPH_MODE)
+    reg = (ops.CustomRegOp("copy").input(0, "x").output(0, "y").dtype_format(ops.DataType.F32_Default,
+           ops.DataType.F32_Default).target("CPU").get_op_info())
+
+    class Copy(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.op = ops.Custom(f"{source}:Copy", None, ms.float32, "aot", reg_info=reg)
+
+        def construct(self, x):
+            return self.op(x)
+
+    net = Copy()
+    net.set_inputs(Tensor(shape=[3, None], dtype=ms.float32))
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    with pytest.warns(DynamicShapeWarning, match=r"\(graph mode\) CopyInferShape failed .*no unknown dims here"):
+        out = net(Tensor(x))
+    np.testing.assert_array_equal(out.asnumpy(), x)
+
+
+def test_run_in_process_leaves_argv_and_path_as_they_were(tmp_path, capsys):
+    from aotbench.cli.run import run
+
+    (tmp_path / "script.py").write_text("import sys, mindspore\nprint(sys.argv, mindspore.__name__)\n")
+    argv, path = sys.argv[:], sys.path[:]
+    assert run([str(tmp_path / "script.py"), "a"]) == 0
+    assert f"['{tmp_path / 'script.py'}', 'a'] aotbench.mindspore" in capsys.readouterr().out
+    assert sys.argv == argv and sys.path == path and "mindspore" not in sys.modules

@@ -3,9 +3,11 @@
 ``python -m aotbench run script.py`` (or ``run -m pytest ...``) makes ``import mindspore`` resolve here for
 that run only; ``import aotbench.mindspore as ms`` uses it directly (in a notebook, say). It has ``Tensor``
 (numpy-backed), ``nn.Cell``, ``ops.Custom`` (aotbench's build and call, Tensors in and out), ``ops.CustomRegOp``,
-``ops.DataType``, the dtypes, ``context.set_context`` / ``set_device`` and the two modes; any other MindSpore API
-raises :class:`~aotbench.MindSporeApiError` naming it. It is never installed as ``mindspore`` and never shadows
-a real MindSpore outside ``run``.
+``ops.DataType``, the dtypes, ``context.set_context`` / ``set_device`` and the two modes. Any other MindSpore API
+raises an error naming it (:class:`~aotbench.MindSporeApiError` for a module or ``from mindspore import X``,
+:class:`~aotbench.MindSporeAttributeError` for an attribute, ``AttributeError`` / ``TypeError`` with the same
+sentence for a Tensor method or operator). It is never installed as ``mindspore`` and never shadows a real
+MindSpore outside ``run``.
 """
 
 from . import common, context, nn, ops

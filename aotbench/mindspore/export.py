@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import sys
 import warnings
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from ..op.op import Op
 
 MARKER = "aotbench-export.json"  # lists the files an export wrote, so a new export may replace exactly those
+RUN_LEFTOVERS = ("custom_kernel_meta", "__pycache__", ".pytest_cache")  # MindSpore's build, Python's, pytest's
+IGNORED = ("rank_0", ".ipynb_checkpoints")  # MindSpore's graph dumps, Jupyter's: left alone, not refused
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,19 @@ def _system_roots() -> list[Path]:
     """Where headers that every machine with a compiler has live (not copied)."""
     from .. import get_include
 
-    roots = {Path("/usr"), Path("/opt"), Path(sys.prefix), Path(sys.base_prefix), Path(get_include())}
+    roots = {Path("/usr"), Path(sys.prefix), Path(sys.base_prefix), Path(get_include())}
     return [r.resolve() for r in roots]
 
 
+def _changed(op: Op, path: Path) -> ArgumentError:
+    return ArgumentError(f"{path} changed since {op.name} was built: rebuild the op (re-run its cell or "
+                         "aotbench.Custom) so that the export holds what it was compiled from")
+
+
 def _headers(op: Op, source: Path, include_dirs: list[Path]) -> dict[str, Path]:
-    """The user headers the build read, by their path in the export folder; refuses what cannot travel."""
+    """The user headers ``op``'s build read, by their path in the export folder (relative to the innermost of
+    the kernel's folder and its -I folders that holds them: MindSpore adds only -I<the kernel's folder>, where
+    they will be); refuses a header that changed since the build or cannot travel."""
     roots = [source.parent.resolve(), *(d.resolve() for d in include_dirs)]
     system = _system_roots()
     found: dict[str, Path] = {}
@@ -86,15 +96,18 @@ def _headers(op: Op, source: Path, include_dirs: list[Path]) -> dict[str, Path]:
         path = Path(dep.get("path", "")).resolve()
         if path == source.resolve() or not path.name:
             continue
-        root = next((r for r in roots if r in path.parents), None)
-        if root is None:
+        holding = [r for r in roots if r in path.parents]
+        if not holding:
             if not any(s in path.parents for s in system):
                 outside.append(str(path))
             continue
-        if hashlib.sha256(path.read_bytes()).hexdigest() != dep.get("sha256"):
-            raise ArgumentError(f"{path} changed since {op.name} was built: rebuild the op (re-run its cell or "
-                                "aotbench.Custom) so that the export holds the header it was compiled with")
-        found[path.relative_to(root).as_posix()] = path
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != dep.get("sha256"):
+            raise _changed(op, path)
+        name = path.relative_to(max(holding, key=lambda r: len(r.parts))).as_posix()
+        if name in found and found[name] != path:
+            raise ArgumentError(f"{found[name]} and {path} would both be {name} in the export: give the headers "
+                                "different names")
+        found[name] = path
     if outside:
         raise ArgumentError(f"{op.name} includes {', '.join(outside)}, outside the kernel's folder and its -I "
                             "folders: MindSpore compiles with -I<the kernel's folder> only, so the export could not "
@@ -109,7 +122,10 @@ def _prepare(directory: Path, source: Path) -> None:
     if directory.resolve() == source.parent.resolve():
         raise ArgumentError(f"{directory} is the kernel's own folder: export into a new folder")
     directory.mkdir(parents=True, exist_ok=True)
-    present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
+    for made in RUN_LEFTOVERS:  # what running the export's test leaves: stale, and not the user's
+        shutil.rmtree(directory / made, ignore_errors=True)
+    present = {p.relative_to(directory).as_posix() for p in directory.rglob("*")
+               if p.is_file() and p.relative_to(directory).parts[0] not in IGNORED}
     if not present:
         return
     marker = directory / MARKER
@@ -146,14 +162,16 @@ def export(op: Op, directory: str | Path, *example_inputs: Any) -> Export:
         raise ArgumentError(f"export_mindspore needs a folder path, got {directory!r}")
     spec = op.spec
     arrays, extras = op._arrays_and_extras(example_inputs)
-    host_inputs = [np.ascontiguousarray(to_host(a)) for a in arrays]
+    host_inputs = [np.asarray(to_host(a), order="C") for a in arrays]  # 0-d stays 0-d
     _refuse_bfloat16("input", host_inputs)
     kept, include_dirs = _include_dirs(spec.flags)
-    documented = op if list(spec.flags) == kept else op.with_flags(kept)  # MindSpore uses the documented command
-    outputs = [np.ascontiguousarray(to_host(o)) for o in as_arrays(documented(*example_inputs))]
-    _refuse_bfloat16("output", outputs)
     source = Path(op.source_path)
-    headers = _headers(documented, source, include_dirs)
+    if not source.is_file() or source.read_text(errors="replace") != op.source:
+        raise _changed(op, source)  # the documented build below compiles the files on disk
+    headers = _headers(op, source, include_dirs)
+    documented = op if list(spec.flags) == kept else op.with_flags(kept)  # MindSpore uses the documented command
+    outputs = [np.asarray(to_host(o), order="C") for o in as_arrays(documented(*example_inputs))]
+    _refuse_bfloat16("output", outputs)
     reg_name = spec.reg_info.name if spec.reg_info and spec.reg_info.name != "Custom" else op.name.lower()
     stem = _stem(reg_name)
     out = Path(directory)

@@ -1,8 +1,9 @@
 """The files of a MindSpore export, as text: the ``<name>_op.py`` module (registration and Cell), the
 ``test_<name>.py`` that checks MindSpore against aotbench's saved outputs, and the folder's README.
 
-Every value is written with ``repr`` (names, strings) or :func:`literal` (attribute values, NaN and infinities
-included), so the files are valid Python for whatever names and values aotbench accepted.
+Every name and string is written with ``repr`` and every attribute value with :func:`literal` (numpy scalars and
+arrays as Python numbers and lists, NaN and infinities as ``float(...)``), so the files are valid Python, needing
+no import, for the names and values aotbench accepts.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def literal(value: Any) -> str:
     """A Python literal for an attribute value (tuples as lists, as MindSpore users write them)."""
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, np.ndarray):
+        return literal(value.tolist())
     value = value.item() if isinstance(value, np.generic) else value
     if isinstance(value, float) and not math.isfinite(value):
         return "float('nan')" if math.isnan(value) else ("float('inf')" if value > 0 else "-float('inf')")

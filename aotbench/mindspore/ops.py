@@ -36,23 +36,35 @@ def _dtype_rule(out_dtype: Any) -> Any:
     return mstype.to_numpy(out_dtype)
 
 
-def _shape_rule(out_shape: Any) -> Any:
-    """A shape function gets the input shapes as lists, as MindSpore passes them (``lambda s: s + [1]`` works)."""
+def _shape_rule(out_shape: Any, out_dtype: Any) -> Any:
+    """A shape function gets the input shapes as lists, as MindSpore passes them (``lambda s: s + [1]`` works),
+    and what it returns must take the form of ``out_dtype`` (a tuple of shapes with a tuple of dtypes)."""
     if not callable(out_shape):
         return out_shape
 
     def rule(*shapes):
-        return out_shape(*[list(s) for s in shapes])
+        result = out_shape(*[list(s) for s in shapes])
+        if is_shape_list(result) != isinstance(out_dtype, (list, tuple)):
+            raise ArgumentError(f"out_shape returned {result!r} with out_dtype={out_dtype!r}: MindSpore takes a "
+                                "tuple of shapes with a tuple of dtypes, a single shape with a single dtype")
+        return result
 
     rule.__name__ = getattr(out_shape, "__name__", "out_shape")
     return rule
 
 
-def _check_forms(out_shape: Any, out_dtype: Any) -> None:
+def _check_forms(out_shape: Any, out_dtype: Any, reg: OpInfo) -> None:
     """Refuse the pairs MindSpore 2.10 refuses (measured): a tuple of shapes goes with a tuple of dtypes (a list
-    with a list), a single shape with a single dtype; with InferShape a tuple dtype means several outputs."""
+    with a list), a single shape with a single dtype; with InferShape a tuple dtype means several outputs (and
+    several outputs need one); ``out_dtype`` is always needed. A shape function is checked when it has run."""
+    if out_dtype is None:
+        raise ArgumentError("out_dtype=None: MindSpore needs the output dtype of an aot Custom ('Please add infer "
+                            "type function'); give out_dtype=mstype.float32 (a tuple for several outputs)")
     dtype_seq = isinstance(out_dtype, (list, tuple))
     if out_shape is None:
+        if len(reg.outputs) > 1 and not dtype_seq:
+            raise ArgumentError(f"the registration declares {len(reg.outputs)} outputs but out_dtype={out_dtype!r} "
+                                "is one dtype: MindSpore needs a tuple, one dtype per output")
         if dtype_seq and len(out_dtype) == 1:
             raise ArgumentError("out_shape=None with a one-element tuple out_dtype: MindSpore refuses it (a tuple "
                                 "out_dtype with InferShape means several outputs); give out_dtype=mstype.float32, "
@@ -96,9 +108,9 @@ class Custom:
             raise ArgumentError(f"registration {reg.name!r} has no dtype_format: MindSpore refuses it ('the "
                                 "registration information is registered failed'); add .dtype_format(DataType."
                                 "None_None, ...) with one entry per input and output")
-        _check_forms(out_shape, out_dtype)
+        _check_forms(out_shape, out_dtype, reg)
         # The target is the registration's, else the source's kind (.cu: gpu), as aotbench.Custom decides.
-        self.op = _build(func, _shape_rule(out_shape), _dtype_rule(out_dtype), "aot", reg_info=reg)
+        self.op = _build(func, _shape_rule(out_shape, out_dtype), _dtype_rule(out_dtype), "aot", reg_info=reg)
         # Tensors live on the host, as MindSpore's do before it moves them: copying them to the GPU is the
         # stand-in's job, not something a MindSpore script could change, so the op does not warn about it.
         self.op._host_copy_noted = True

@@ -123,9 +123,20 @@ class Tensor:
         raise missing_operation("arithmetic and comparison on mindspore.Tensor (use .asnumpy() and numpy)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _no_operator
-    __floordiv__ = __mod__ = __pow__ = __matmul__ = __neg__ = __abs__ = _no_operator
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __float__ = __int__ = _no_operator
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _no_operator
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _no_operator
+    __neg__ = __pos__ = __abs__ = __invert__ = __round__ = __float__ = __int__ = _no_operator
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _no_operator
     __hash__ = object.__hash__
+    __array_ufunc__ = None  # numpy_array + tensor is refused too, instead of computing with the data silently
+
+    def __bool__(self) -> bool:
+        """As MindSpore: the truth of a one-element Tensor; ambiguous (an error) for more elements."""
+        array = self.asnumpy()
+        if array.size != 1:
+            raise ArgumentError(f"the truth value of a Tensor of {array.size} elements is ambiguous: use "
+                                ".asnumpy().any() or .all()")
+        return bool(array.item())
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
