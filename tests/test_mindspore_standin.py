@@ -212,6 +212,9 @@ def test_a_tuple_of_shapes_returns_a_tuple_even_for_one_output(rng):
         out = Net(reduce_op(out_shape=out_shape, out_dtype=out_dtype))(Tensor(x), Tensor(y))
         assert isinstance(out, tuple) and len(out) == 1 and out[0].shape == (4,)
         np.testing.assert_allclose(out[0].asnumpy(), (x + y).sum(1), rtol=1e-6)
+    ms.set_context(mode=ms.GRAPH_MODE)  # list-form rules give a list in graph mode, as in MindSpore 2.10
+    assert isinstance(Net(reduce_op(out_shape=[[4]], out_dtype=[ms.float32]))(Tensor(x), Tensor(y)), list)
+    assert isinstance(Net(reduce_op(out_shape=((4,),), out_dtype=(ms.float32,)))(Tensor(x), Tensor(y)), tuple)
     # The pairs MindSpore 2.10 refuses, refused here too (so a script that runs here runs there).
     for out_shape, out_dtype in ((((4,),), ms.float32), ((4,), (ms.float32,)), (None, (ms.float32,)),
                                  ([[4]], (ms.float32,)), (((4,),), [ms.float32])):
