@@ -52,7 +52,7 @@ def cxx_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...
     ]
 
 
-_INCLUDE_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
+INCLUDE_OPTIONS = ("-I", "-iquote", "-isystem", "-idirafter")
 
 
 def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
@@ -65,7 +65,7 @@ def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
             dirs.append(flag)
             pending = None
             continue
-        for option in _INCLUDE_OPTIONS:
+        for option in INCLUDE_OPTIONS:
             if flag == option:
                 pending = option
             elif flag.startswith(option) and not (option == "-I" and flag.startswith("-I-")):

@@ -168,6 +168,15 @@ def check_memory(name: str, outputs: list[tuple[tuple[int, ...], np.dtype]], lim
                      "the shape rule and the input shapes")
 
 
+def signature_key(arrays, call_attrs) -> tuple:
+    """The key a plan is kept under: the inputs' shapes and dtypes, then the call attributes' values (by repr:
+    0.0 and -0.0 differ, and NaN equals itself)."""
+    key = tuple([(a.shape, a.dtype) for a in arrays])
+    if call_attrs:
+        key += tuple((t.kind, repr(t.value)) for t in call_attrs)
+    return key
+
+
 def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs: list[TypedAttr],
               allocate_workspace: Callable[[int], tuple[object, int]] = host_workspace,
               memory_limit: tuple[int, str] | None = None) -> Plan:

@@ -6,7 +6,7 @@ unless the kernel had its own copy beside it), ``<name>_op.py`` with the ``Custo
 ``Cell`` calling ``ops.Custom(..., "aot", reg_info=...)``, the example inputs and aotbench's outputs (``.npz``),
 and ``test_<name>.py``, which runs the op in MindSpore in PyNative and graph mode and exits non-zero unless every
 output equals aotbench's bit for bit. MindSpore compiles the source with its documented command, so the outputs
-saved are those of aotbench's build with that command (and the op's ``-I`` flags), whatever else the op had.
+saved are those of aotbench's build with that command (and its include-path flags), whatever else the op had.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..abi.dtypes import dtype_string
+from ..build import toolchain
 from ..errors import AotbenchError, ArgumentError, user_stacklevel
 from ..measure.accuracy import as_arrays, to_host
 from .export_text import HEADER, module_text, readme_text, test_text
@@ -55,27 +56,19 @@ def _stem(text: str) -> str:
     return name if not name[0].isdigit() else f"op_{name}"
 
 
-def _include_dirs(flags: tuple[str, ...]) -> tuple[list[str], list[Path]]:
-    """The op's ``-I`` flags (kept: the documented build needs them to find the kernel's headers) and their
-    directories."""
-    kept, dirs = [], []
-    it = iter(flags)
-    for flag in it:
-        if flag == "-I":
-            value = next(it, "")
-            kept += [flag, value]
-            dirs.append(Path(value))
-        elif flag.startswith("-I"):
+def _include_flags(flags: tuple[str, ...]) -> list[str]:
+    """The op's include-path flags (kept for the export's build: it needs them to find the kernel's headers)."""
+    kept, pending = [], False
+    for flag in flags:
+        if pending or flag.startswith(toolchain.INCLUDE_OPTIONS):
             kept.append(flag)
-            dirs.append(Path(flag[2:]))
-    return kept, dirs
+            pending = flag in toolchain.INCLUDE_OPTIONS
+    return kept
 
 
 def _system_roots() -> list[Path]:
     """Where headers that every machine with a compiler has live (not copied)."""
-    from .. import get_include
-
-    roots = {Path("/usr"), Path(sys.prefix), Path(sys.base_prefix), Path(get_include())}
+    roots = {Path("/usr"), Path(sys.prefix), Path(sys.base_prefix), toolchain.include_dir()}
     return [r.resolve() for r in roots]
 
 
@@ -84,11 +77,12 @@ def _changed(op: Op, path: Path) -> ArgumentError:
                          "aotbench.Custom) so that the export holds what it was compiled from")
 
 
-def _headers(op: Op, source: Path, include_dirs: list[Path]) -> dict[str, Path]:
+def _headers(op: Op, source: Path) -> dict[str, Path]:
     """The user headers ``op``'s build read, by their path in the export folder (relative to the innermost of
     the kernel's folder and its -I folders that holds them: MindSpore adds only -I<the kernel's folder>, where
     they will be); refuses a header that changed since the build or cannot travel."""
-    roots = [source.parent.resolve(), *(d.resolve() for d in include_dirs)]
+    ours = toolchain.include_dir().resolve()
+    roots = [r for r in map(Path, toolchain.user_include_dirs(source, op.spec.flags)) if r.resolve() != ours]
     system = _system_roots()
     found: dict[str, Path] = {}
     outside = []
@@ -164,11 +158,11 @@ def export(op: Op, directory: str | Path, *example_inputs: Any) -> Export:
     arrays, extras = op._arrays_and_extras(example_inputs)
     host_inputs = [np.asarray(to_host(a), order="C") for a in arrays]  # 0-d stays 0-d
     _refuse_bfloat16("input", host_inputs)
-    kept, include_dirs = _include_dirs(spec.flags)
+    kept = _include_flags(spec.flags)
     source = Path(op.source_path)
     if not source.is_file() or source.read_text(errors="replace") != op.source:
         raise _changed(op, source)  # the documented build below compiles the files on disk
-    headers = _headers(op, source, include_dirs)
+    headers = _headers(op, source)
     documented = op if list(spec.flags) == kept else op.with_flags(kept)  # MindSpore uses the documented command
     outputs = [np.asarray(to_host(o), order="C") for o in as_arrays(documented(*example_inputs))]
     _refuse_bfloat16("output", outputs)
@@ -179,9 +173,7 @@ def export(op: Op, directory: str | Path, *example_inputs: Any) -> Export:
     kernel_file = f"{stem}{source.suffix}"
     files = {kernel_file: op.source}
     if HEADER not in headers:
-        from .. import get_include
-
-        headers[HEADER] = Path(get_include()) / HEADER
+        headers[HEADER] = toolchain.include_dir() / HEADER
     module, test = f"{stem}_op", f"test_{stem}.py"
     files[f"{module}.py"] = module_text(op, stem, reg_name, kernel_file, host_inputs, outputs, extras)
     files[test] = test_text(op, stem, module, len(outputs))

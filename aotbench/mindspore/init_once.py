@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+from ..call.plan import signature_key
 from ..errors import DynamicShapeWarning, user_stacklevel
 from ..safety.check import ABSURD_WORKSPACE, graph_mode_workspaces
 from .context import GRAPH_MODE
@@ -95,10 +96,7 @@ class InitOnce:
         """(workspace sizes Init asked for, outputs) of the call just made with these arguments: from the plan the
         op kept for it, so Init does not run again; else (an isolated or gpu op) from a new plan."""
         op = self._op
-        key = tuple((a.shape, a.dtype) for a in arrays)
-        if extras:
-            key += tuple((t.kind, repr(t.value)) for t in op._typed_call_attrs(extras))
-        plan = op._plans.get(key)
+        plan = op._plans.get(signature_key(arrays, op._typed_call_attrs(extras)))
         if plan is not None:
             return [requested for requested, _ in plan.workspaces], plan.outputs
         info = op.plan_info(*arrays, *extras)

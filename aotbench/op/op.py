@@ -22,7 +22,7 @@ from ..abi.host import BAD_BUFFER, BUSY, Host
 from ..abi.library import KernelLibrary
 from ..build.compile import Artifact
 from ..call import guard, rules
-from ..call.plan import MAX_RANK, Plan, call_infer_shape, make_plan, workspace_allocation
+from ..call.plan import MAX_RANK, Plan, call_infer_shape, make_plan, signature_key, workspace_allocation
 from ..call.spec import OpSpec, parse_flags
 from ..device import seam
 from ..errors import ArgumentError, ContractViolation, ShapeError
@@ -334,10 +334,8 @@ class Op:
         if self._check_next_call:
             return self._call_checked(args)
         arrays, extras = self._split(args)
-        key = tuple([(a.shape, a.dtype) for a in arrays])
         call_attrs = self._typed_call_attrs(extras)
-        if call_attrs:  # by repr: 0.0 and -0.0 differ, and NaN equals itself
-            key += tuple((t.kind, repr(t.value)) for t in call_attrs)
+        key = signature_key(arrays, call_attrs)
         plan = self._plans.get(key)
         if plan is not None:
             return self._invoke(plan, arrays)

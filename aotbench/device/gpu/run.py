@@ -23,7 +23,7 @@ import numpy as np
 from ...abi.dtypes import dtype_string
 from ...build.nvcc import short_kernel_name
 from ...call import guard
-from ...call.plan import WORKSPACE_ALIGNMENT, Plan, make_plan
+from ...call.plan import WORKSPACE_ALIGNMENT, Plan, make_plan, signature_key
 from ...errors import ArgumentError, CudaError, HostCopyWarning, user_stacklevel
 from .availability import require_gpu
 
@@ -190,10 +190,7 @@ def _plan_key(op: Op, device: int, arrays: tuple, extras: tuple) -> tuple[tuple,
     """The plan cache key of a device call (device id, shapes, dtypes, call-attribute values), and the typed
     call attributes."""
     call_attrs = op._typed_call_attrs(extras) if extras else []
-    key: tuple = ("gpu", device, *[(a.shape, a.dtype) for a in arrays])
-    if call_attrs:
-        key += tuple((t.kind, repr(t.value)) for t in call_attrs)
-    return key, call_attrs
+    return ("gpu", device, *signature_key(arrays, call_attrs)), call_attrs
 
 
 def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
