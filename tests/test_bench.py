@@ -19,14 +19,15 @@ def test_bench_core_quick_reports_all_targets(tmp_path):
     out = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, check=True,
                          cwd=tmp_path, timeout=600).stdout
     rows = [line for line in out.splitlines() if "target" in line]
-    assert len(rows) == 5, out
+    assert len(rows) == 6, out
     per_call = re.search(r"op\(x\).*?([\d.]+) us.*raw ctypes ([\d.]+) us\s+([\d.]+)x", out)
     assert per_call, out
     ours, raw, ratio = map(float, per_call.groups())
     assert ours > 0 and raw > 0 and abs(ours / raw - ratio) <= 0.1 * ratio  # the printed values are rounded
     assert re.search(r"with a workspace\s+[\d.]+ us\s+raw ctypes [\d.]+ us\s+[\d.]+x", out)
     assert re.search(r"cache hit\s+[\d.]+ ms", out)
-    assert len(re.findall(r"bare g\+\+ \d+ ms\s+[\d.]+x", out)) == 2
+    assert len(re.findall(r"bare g\+\+ \d+ ms\s+[\d.]+x", out)) == 3
+    assert re.search(r"rebuild, edited cell.*bare g\+\+ \d+ ms\s+[\d.]+x\s+target <= 0\.6x", out)
 
 
 FUSED = BENCH.parent / "bench_fused.py"

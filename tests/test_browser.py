@@ -20,30 +20,20 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 
+from tests import browser_support as support
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOK = Path(__file__).resolve().parent / "browser" / "explore_panel.ipynb"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-MARKER_VAR = "AOTBENCH_BROWSER_TEST_MARKER"
-SERVER_START_TIMEOUT_S = 60
 FIRST_RUN_TIMEOUT_MS = 180_000      # kernel start + compiling the native host and the kernel on a cold cache
 UPDATE_TIMEOUT_MS = 20_000
 LATENCY_TARGET_MS = 300
@@ -52,56 +42,9 @@ TIMING_NUMBERS = re.compile(r"op\s+[\d.]+\s*\S*s\b")
 CELL_ERROR = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 
-def _missing() -> str | None:
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is not installed (apt-get install chromium)"
-    for module in ("voila", "playwright", "ipywidgets"):
-        if importlib.util.find_spec(module) is None:
-            return f"the Python package {module!r} is not installed (pip install '.[test]')"
-    return None
-
+marker = support.process_marker("voila", "playwright", "ipywidgets")
 
 # --- processes ------------------------------------------------------------------------------------------------
-
-def _marked_pids(marker: str) -> list[int]:
-    """Ids of the live processes whose environment carries ``MARKER_VAR=marker`` (ours only: others are unreadable
-    or lack it)."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
-
-
-def _kill_marked(marker: str) -> list[int]:
-    """SIGKILL every process still carrying the marker; returns the ids that had to be killed."""
-    killed = []
-    for _ in range(5):
-        pids = _marked_pids(marker)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.2)
-    return killed
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _listening_addresses(port: int) -> set[str]:
     """The local addresses (hex, as /proc/net/tcp* writes them) of the sockets listening on ``port``."""
@@ -119,19 +62,12 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-def _tail(path: Path, n: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
-
-
 class VoilaServer:
     def __init__(self, url: str, port: int, log: Path, marker: str):
         self.url, self.port, self.log, self.marker = url, port, log, marker
 
     def log_tail(self) -> str:
-        return f"--- voila log ({self.log}) ---\n{_tail(self.log)}"
+        return f"--- voila log ({self.log}) ---\n{support.tail(self.log)}"
 
 
 def _write_jupyter_dirs(root: Path) -> dict[str, str]:
@@ -149,18 +85,6 @@ def _write_jupyter_dirs(root: Path) -> dict[str, str]:
             "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]), "IPYTHONDIR": str(dirs["ipython"])}
 
 
-@pytest.fixture
-def marker():
-    """A marker for every process this test starts; whatever still carries it at the end is killed."""
-    if _missing():
-        pytest.skip(_missing())
-    value = uuid.uuid4().hex
-    yield value
-    killed = _kill_marked(value)
-    if killed:
-        print(f"killed leftover processes {killed}")
-
-
 def _same_aotbench_path(root: Path) -> str:
     """A PYTHONPATH under which the kernel imports the aotbench this test imported (the checkout's, when pytest
     runs from it), not another copy installed in site-packages: a folder holding only a link to the package."""
@@ -173,62 +97,20 @@ def _same_aotbench_path(root: Path) -> str:
 
 @pytest.fixture
 def voila(tmp_path, marker, session_cache):
-    env = {**os.environ, **_write_jupyter_dirs(tmp_path / "jupyter"), MARKER_VAR: marker,
+    env = {**os.environ, **_write_jupyter_dirs(tmp_path / "jupyter"), support.MARKER_VAR: marker,
            "AOTBENCH_CACHE_DIR": str(session_cache), "PYDEVD_DISABLE_FILE_VALIDATION": "1",
            "PYTHONPATH": _same_aotbench_path(tmp_path / "pythonpath")}
     log = tmp_path / "voila.log"
-    for _attempt in range(3):           # the free port may be taken between choosing and binding it
-        port = _free_port()
-        cmd = [sys.executable, "-m", "voila", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-               "--Voila.port_retries=0", "--VoilaExecutor.startup_timeout=180",
-               "--VoilaConfiguration.show_tracebacks=True", str(NOTEBOOK)]
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(cmd, cwd=NOTEBOOK.parent, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}/"
-        try:
-            up = _wait_until_up(proc, url + "aotbench-no-such-page", SERVER_START_TIMEOUT_S)
-        except BaseException:
-            _stop(proc, marker)
-            raise
-        if up:
-            break
-        _stop(proc, marker)
-    else:
-        pytest.fail(f"Voila did not start\n{_tail(log)}")
+    proc, port = support.start_server(
+        lambda port: [sys.executable, "-m", "voila", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+                      "--Voila.port_retries=0", "--VoilaExecutor.startup_timeout=180",
+                      "--VoilaConfiguration.show_tracebacks=True", str(NOTEBOOK)],
+        lambda port: f"http://127.0.0.1:{port}/aotbench-no-such-page", NOTEBOOK.parent, env, log, marker, "Voila")
+    url = f"http://127.0.0.1:{port}/"
     try:
         yield VoilaServer(url, port, log, marker)
     finally:
-        _stop(proc, marker)
-
-
-def _wait_until_up(proc: subprocess.Popen, probe: str, timeout_s: float) -> bool:
-    """True once the server answers (a 404 for ``probe``: polling "/" would start a kernel every time); False
-    if the process exited (its port was taken, say)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            urllib.request.urlopen(probe, timeout=2).close()
-            return True
-        except urllib.error.HTTPError:
-            return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.1)
-    raise AssertionError(f"Voila did not answer on {probe} within {timeout_s} s")
-
-
-def _stop(proc: subprocess.Popen, marker: str) -> None:
-    """SIGTERM lets Voila shut its kernels down; then whatever carries the marker is killed."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    _kill_marked(marker)
+        support.stop(proc, marker)
 
 
 # --- the page -------------------------------------------------------------------------------------------------
@@ -337,28 +219,16 @@ class Panel:
                 "update_ms_per_status": float(own.group(1)) if own else None}
 
 
-def _screenshot_dir(tmp_path: Path) -> Path:
-    chosen = os.environ.get("AOTBENCH_SCREENSHOT_DIR")
-    path = Path(chosen) if chosen else tmp_path / "screenshots"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def test_explore_panel_follows_its_controls_in_chromium(voila, marker, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    out_dir = _screenshot_dir(tmp_path)
+    out_dir = support.screenshot_dir(tmp_path)
     console: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-                                     env={**os.environ, MARKER_VAR: marker})
+        browser = support.launch(pw, marker)
         try:
-            page = browser.new_page(viewport={"width": 1000, "height": 1200})
-            page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
-            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
             origin = voila.url.rstrip("/")
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(origin)
-                       else route.abort())
+            page = support.local_page(browser, {"width": 1000, "height": 1200}, origin, console)
             assert _listening_addresses(voila.port) == {"0100007F"}, "Voila must listen on 127.0.0.1 only"
 
             load_start = time.perf_counter()

@@ -62,13 +62,23 @@ def fake_gxx(directory: Path, script: str) -> Path:
 
 # -- the command ---------------------------------------------------------------------------------------------
 
-def test_command_is_the_documented_argv_with_user_flags_appended(tmp_path, rng):
-    """``artifact.command`` and ``op.command`` are exactly ABI.md section 6's list, then the user's flags."""
+def test_command_is_the_documented_argv_with_user_flags_appended(tmp_path, rng, monkeypatch):
+    """``artifact.command`` and ``op.command`` are exactly ABI.md section 6's list, then the user's flags; a source
+    that opens with the header also pre-includes the precompiled header's link (after the include folders), and
+    with ``AOTBENCH_PCH=0`` the command is the documented list and nothing else."""
     src = write_kernel(tmp_path / "src" / "affine.cc", "x[i] * 3.0f + 0.5f")
     cache = tmp_path / "cache"
+    with monkeypatch.context() as env:
+        env.setenv("AOTBENCH_PCH", "0")
+        bare = build(src, flags=("-O3",), cache_dir=cache)
+    assert bare.command == (shutil.which("g++"), *BASE_FLAGS, f"-I{aotbench.get_include()}", f"-I{src.parent}",
+                            "-o", str(bare.path), str(src), "-O3")
     artifact = build(src, flags=("-O3",), cache_dir=cache)
+    link = Path(artifact.command[artifact.command.index("-include") + 1])
+    assert link.parent.parent == cache / "pch" and link.name == "custom_aot_extra.h"
+    assert link.resolve() == (Path(aotbench.get_include()) / "custom_aot_extra.h").resolve()
     expected = [shutil.which("g++"), *BASE_FLAGS, f"-I{aotbench.get_include()}", f"-I{src.parent}",
-                "-o", str(artifact.path), str(src), "-O3"]
+                "-include", str(link), "-o", str(artifact.path), str(src), "-O3"]
     assert artifact.command == tuple(expected)
     assert expected[0].endswith("g++") and Path(expected[0]).is_absolute()
     assert (Path(aotbench.get_include()) / "custom_aot_extra.h").is_file()
@@ -112,8 +122,8 @@ def test_manifest_records_how_the_library_was_built(tmp_path):
     out_index = argv.index("-o") + 1
     assert run[:out_index] == argv[:out_index]
     assert run[out_index] != argv[out_index] and run[out_index].endswith(".so")  # compiled into a scratch name
-    assert run[out_index + 1:-3] == argv[out_index + 1:] == [str(src), "-O1"]
-    assert run[-3:-1] == ["-MD", "-MF"] and run[-1].endswith(".d")
+    assert run[out_index + 1:-4] == argv[out_index + 1:] == [str(src), "-O1"]
+    assert run[-4:-1] == ["-fpch-deps", "-MD", "-MF"] and run[-1].endswith(".d")  # with the PCH's files listed
 
     def probe(flag):
         return subprocess.run([argv[0], flag], check=True, capture_output=True, text=True).stdout.splitlines()[0]

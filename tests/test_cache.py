@@ -151,7 +151,10 @@ def test_compiler_identity_is_part_of_the_key(tmp_path, monkeypatch, rng):
     compiler.write_text(f"#!/bin/sh\n# upgraded\nexec '{REAL_GXX}' \"$@\"\n")
     after = build(src, cache_dir=cache_dir)
     assert not after.cache_hit and after.path != before.path
-    assert after.command == tuple(a if a != str(before.path) else str(after.path) for a in before.command)
+    link = before.command.index("-include") + 1
+    assert after.command[link] != before.command[link]  # each compiler has a precompiled header of its own
+    assert after.command == tuple(str(after.path) if a == str(before.path) else after.command[link] if i == link
+                                  else a for i, a in enumerate(before.command))
     assert after.manifest["compiler"] != before.manifest["compiler"]
     monkeypatch.setenv("PATH", str(Path(REAL_GXX).parent))
     real = build(src, cache_dir=cache_dir)
@@ -470,7 +473,8 @@ def test_cache_directory_is_created_private(tmp_path):
     root = tmp_path / "deep" / "er" / "cache"
     artifact = build(src, cache_dir=root)
     assert artifact.path.parent == root
-    for sub in ("", "index", "locks", "tmp"):
+    for sub in ("", "index", "locks", "tmp", "pch", *(p.relative_to(root) for p in (root / "pch").iterdir()
+                                                     if p.is_dir())):
         assert stat.S_IMODE((root / sub).stat().st_mode) == 0o700, sub
     assert stat.S_IMODE(artifact.manifest_path.stat().st_mode) & 0o077 == 0
 

@@ -40,7 +40,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def files_under(root: Path) -> dict[Path, int]:
-    return {p: p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    """Every regular file (a precompiled header's link to aotbench's header is not one)."""
+    return {p: p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
 
 
 def set_used(artifact, when: float) -> None:
@@ -54,7 +55,8 @@ def call(library: Path, x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def three(tmp_path):
-    """Three kernels built into a fresh cache, used oldest (a) to newest (c)."""
+    """Three kernels built into a fresh cache, used oldest (a) to newest (c); the third build with their flag set
+    made a precompiled header."""
     root = tmp_path / "cache"
     src = tmp_path / "src"
     exprs = {"a": "x[i] + 1.0f", "b": "x[i] * 2.0f", "c": "x[i] - 3.0f"}
@@ -75,6 +77,7 @@ def test_info_numbers_are_the_real_file_sizes(three):
         assert e.size_bytes == real[root / f"{e.key}.so"] + real[root / f"{e.key}.json"]
     assert u.library_bytes == sum(real[p] for p in real if p.parent == root and p.suffix in (".so", ".json"))
     assert u.index_files == 3 and u.tmp_files == 0 and u.cell_sources == 0
+    assert u.pch_headers == 1 and u.pch_bytes == sum(real[p] for p in real if p.is_relative_to(root / "pch"))
     assert [e.key for e in u.entries] == [arts[n].key for n in "cba"]  # most recently used first
     root_src = three[1]
     assert {e.source for e in u.entries} == {str(root_src / f"{n}.cc") for n in "abc"}
@@ -93,9 +96,10 @@ def test_prune_max_size_removes_least_recently_used_first(three, rng):
     root, src, arts = three
     before = cache_admin.usage(root)
     sizes = {e.key: e.size_bytes for e in before.entries}
-    cap = before.total_bytes - sizes[arts["a"].key]  # exactly one library too many
+    cap = before.total_bytes - before.pch_bytes - sizes[arts["a"].key]  # the precompiled header and one library
     out = run_cli("prune", "--cache-dir", str(root), "--max-size", str(cap))
     assert out.returncode == 0, out.stderr
+    assert before.pch_headers == 1 and cache_admin.usage(root).pch_headers == 0  # made again when needed
     assert not arts["a"].path.exists() and not arts["a"].manifest_path.exists()
     assert arts["b"].path.exists() and arts["c"].path.exists()
     assert str(arts["a"].path) in out.stdout
@@ -118,7 +122,8 @@ def test_prune_max_size_removes_least_recently_used_first(three, rng):
 def test_prune_order_follows_use_not_build_order(three):
     root, _, arts = three
     set_used(arts["a"], time.time())  # a is now the most recent, b the least
-    cap = cache_admin.usage(root).total_bytes - 1
+    before = cache_admin.usage(root)
+    cap = before.total_bytes - before.pch_bytes - 1  # the precompiled header goes first, then b
     removed = cache_admin.prune(root, max_bytes=cap)
     assert arts["b"].path in removed and arts["b"].manifest_path in removed
     assert arts["a"].path.exists() and arts["c"].path.exists()

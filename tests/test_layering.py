@@ -20,6 +20,7 @@ LAYERS = [
     ["aotbench.errors", "aotbench._version"],
     ["aotbench.abi"],
     ["aotbench.build"],
+    ["aotbench.codeview"],
     ["aotbench.call"],
     ["aotbench.device"],
     ["aotbench.op"],

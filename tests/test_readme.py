@@ -23,7 +23,7 @@ def python_snippets() -> list[str]:
 def test_the_snippets_are_self_contained_and_give_the_numbers_they_claim(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     snippets = python_snippets()
-    assert len(snippets) == 3
+    assert len(snippets) == 4
     namespace: dict = {}
     for block in snippets:
         if "import cupy" in block and not aotbench.gpu_available():
@@ -36,5 +36,7 @@ def test_the_snippets_are_self_contained_and_give_the_numbers_they_claim(tmp_pat
     op, x, y = namespace["op"], namespace["x"], namespace["y"]
     np.testing.assert_allclose(op(x, y), (x + y).sum(axis=1), rtol=1e-5)
     assert op.infer_shape((4, None), (4, None)) == (4,)
+    assert namespace["asm"].functions[0].name == "CustomKernel" and "without optimisation" in namespace["notes"].note
+    assert namespace["fast"].vectorized_lines and not namespace["notes"].vectorized_lines
     summary = namespace["panel"].set(axis=0, m=300).summary()
     assert "300" in str(summary)

@@ -36,7 +36,7 @@ def test_default_cache_dir_is_created_private(tmp_path):
         root = cache.prepare(tmp_path / "deep" / "cache")
     finally:
         os.umask(old)
-    for sub in ("", "index", "locks", "tmp"):
+    for sub in ("", "index", "locks", "tmp", "pch"):
         assert stat.S_IMODE(os.stat(root / sub).st_mode) == 0o700, sub
 
 

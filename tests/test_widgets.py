@@ -204,6 +204,24 @@ def test_an_isolated_op_crashing_on_a_shape_leaves_the_panel_working(rng):
     op.close()
 
 
+def test_the_panel_displays_as_the_live_view_with_a_snapshot_in_place_of_its_repr(panel):
+    """What a stored notebook keeps: where no widget renders, its text and HTML say what the panel showed."""
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _ = DisplayFormatter().format(panel)
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+    plain, page = data["text/plain"], data["text/html"]
+    assert not plain.startswith("ExplorePanel(")
+    assert plain.startswith("op.explore panel of CustomKernel [cpu]: controls for axis, keep_dim, m, n;")
+    assert "Run the cell for the live panel" in plain and plain.endswith(f"when shown: {panel.summary()}")
+    assert "axis <code>1</code>" in page and "m <code>4</code>" in page and "aotb-pass" in page
+    assert "<img src='data:image/png;base64," in page
+    panel.set(axis=-1)  # the snapshot is of the panel now: the error, no plot
+    data, _ = DisplayFormatter().format(panel)
+    assert "KernelError" in data["text/plain"] and "KernelError" in data["text/html"]
+    assert "<img" not in data["text/html"]
+
+
 def test_bad_arguments_are_clear_errors(xy):
     op = add_reduce()
     with pytest.raises(ArgumentError, match="example inputs"):

@@ -10,6 +10,10 @@ Layout under the cache directory (``AOTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME
   content) without running the compiler.
 - ``locks/<base>.lock``: taken with ``fcntl.flock`` while building, so concurrent processes build once; the OS
   releases it when a builder dies.
+- ``pch/<key>/`` and ``pch/<key>.json``: the precompiled ``custom_aot_extra.h`` of one compiler and flag set
+  (``custom_aot_extra.h.gch`` beside a link to aotbench's header) and its manifest; see :mod:`.pch`. Removing
+  them is always safe: they are made again when needed.
+- ``locks/pch-<key>.lock``: taken while a precompiled header is built or checked.
 - ``tmp/``: compiler output before it is published with an atomic rename.
 """
 
@@ -34,6 +38,8 @@ from pathlib import Path
 from ..errors import AotbenchError
 
 RACY_WINDOW_NS = 2_000_000_000
+_DEP_SPLIT = re.compile(r"(?<!\\)\s+")
+_DEP_UNESCAPE = re.compile(r"\\[ #\\]")
 
 
 class CacheError(AotbenchError, OSError):
@@ -63,7 +69,7 @@ def prepare(root: Path) -> Path:
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         check_private(root)
-        for sub in ("index", "locks", "tmp"):
+        for sub in ("index", "locks", "tmp", "pch"):
             (root / sub).mkdir(mode=0o700, exist_ok=True)
             check_private(root / sub, root)
     except CacheError:
@@ -137,15 +143,33 @@ def read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+_LOCK_FDS: set[int] = set()  # descriptors of lock files this process's threads hold or wait for now
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` for the duration of the block."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    _LOCK_FDS.add(fd)  # before flock: a fork may come between flock's return and the next bytecode
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        _LOCK_FDS.discard(fd)
+        os.close(fd)  # closing releases the lock (once no forked child holds a copy: see below)
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child, close the copies of the lock files other threads of the parent held: a flock belongs to
+    the open file, so a copy kept here would hold the lock after the parent released it, and the child's own
+    build of that entry (or the parent's next one) would wait for ever."""
+    for fd in list(_LOCK_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LOCK_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 
 @dataclass(frozen=True)
@@ -225,6 +249,18 @@ def record_index_entry(root: Path, base: str, entry: dict, keep: int = 8) -> Non
     entries = [e for e in index_entries(root, base) if isinstance(e, dict) and e.get("key") != entry["key"]]
     data = {"entries": [entry, *entries][:keep]}
     write_atomic(root / "index" / f"{base}.json", json.dumps(data, separators=(",", ":")).encode())
+
+
+def parse_depfile(text: str) -> list[str]:
+    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``).
+
+    Paths are separated by unescaped white space; ``\\ `` is a space inside a path, ``\\#`` a hash and ``$$`` a
+    dollar sign. Continuation lines (a backslash before the newline) are joined first.
+    """
+    rule = text.replace("\\\n", " ").split("\n", 1)[0]
+    _, _, prereqs = rule.partition(": ")  # the paths we pass contain no colon-space
+    return [_DEP_UNESCAPE.sub(lambda m: m.group(0)[-1], p).replace("$$", "$")
+            for p in _DEP_SPLIT.split(prereqs.strip()) if p]
 
 
 # --- Inspecting and pruning the cache (``python -m aotbench cache info|prune``) ------------------------------

@@ -2,7 +2,8 @@
 
 Used by ``python -m aotbench cache info|prune``. Pruning removes whole published entries (library and manifest)
 under the lock of their base, the one builds publish under, so it never races a build; it never deletes lock
-files, recent unpaired files, or the native host libraries loaded in this process.
+files, recent unpaired files, or the native host libraries loaded in this process. Precompiled headers
+(``pch/``) go first when the cache is over size: any build makes its own again, a library may have lost its source.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .cache import index_entries, locked, read_json, write_atomic
 STALE_S = 3600.0  # a tmp/ file (or an unpaired library or manifest) older than this belongs to no live build
 _ENTRY_KEY = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$")
 _BASE = re.compile(r"^[0-9a-f]{8,64}$")
+_PCH_KEY = re.compile(r"^[0-9a-f]{16,64}$")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
@@ -56,6 +58,8 @@ class CacheUsage:
     tmp_bytes: int
     index_files: int
     unpaired: tuple[Path, ...]  # a .so without its .json or the reverse (a build publishing, or debris)
+    pch_headers: int = 0  # precompiled headers under pch/ (one per compiler and flag set)
+    pch_bytes: int = 0
 
 
 def parse_size(text: str) -> int:
@@ -90,7 +94,8 @@ def usage(root: Path) -> CacheUsage:
     return CacheUsage(
         root=root, entries=tuple(entries), library_bytes=sum(e.size_bytes for e in entries),
         total_bytes=sum(sizes.values()), total_files=len(sizes), cell_sources=len(cells), cell_bytes=sum(cells),
-        tmp_files=len(tmp), tmp_bytes=sum(tmp), index_files=len(under("index")), unpaired=tuple(unpaired))
+        tmp_files=len(tmp), tmp_bytes=sum(tmp), index_files=len(under("index")), unpaired=tuple(unpaired),
+        pch_headers=len(_pch_keys(root)), pch_bytes=sum(under("pch")))
 
 
 def prune(root: Path, max_bytes: int | None = None, everything: bool = False, dry_run: bool = False,
@@ -99,8 +104,9 @@ def prune(root: Path, max_bytes: int | None = None, everything: bool = False, dr
     that would be removed, removing nothing).
 
     Always: tmp/ files and unpaired libraries or manifests older than an hour, and index entries of libraries
-    that are gone. With ``max_bytes``: the least recently used libraries (library and manifest together) until
-    the total is at most ``max_bytes``. With ``everything``: every library, manifest, index and cell source.
+    that are gone. With ``max_bytes``: the precompiled headers, least recently used first, then the least
+    recently used libraries (library and manifest together), until the total is at most ``max_bytes``. With
+    ``everything``: every library, manifest, index, precompiled header and cell source.
     Libraries in ``keep`` (default: the native hosts loaded in this process) are never removed, nor is a file a
     build is publishing: libraries are removed under their base's lock, the one builds publish under.
     """
@@ -125,10 +131,13 @@ def prune(root: Path, max_bytes: int | None = None, everything: bool = False, dr
         if now - mtime > STALE_S:
             remove(path)
     victims: list[CacheEntry] = []
+    total = before.total_bytes - sum(sizes.get(p, 0) for p in removed)
+    for key in _pch_keys(root):  # least recently used first
+        if everything or (max_bytes is not None and total > max_bytes):
+            total -= _remove_pch(root, key, sizes, dry_run, remove)
     if everything:
         victims = [e for e in before.entries if os.path.realpath(e.library) not in keep]
     elif max_bytes is not None:
-        total = before.total_bytes - sum(sizes.get(p, 0) for p in removed)
         for entry in reversed(before.entries):  # least recently used first
             if total <= max_bytes:
                 break
@@ -174,6 +183,40 @@ def _prune_index(root: Path, base: str, gone: set[str], dry_run: bool, remove) -
         write_atomic(path, json.dumps({"entries": live}, separators=(",", ":")).encode())
 
 
+def _pch_keys(root: Path) -> list[str]:
+    """The precompiled headers' keys (a manifest or a folder under pch/), least recently used first."""
+    folder = root / "pch"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    keys = {n.removesuffix(".json") for n in names if _PCH_KEY.fullmatch(n.removesuffix(".json"))}
+
+    def used(key: str) -> float:
+        times = [0.0]
+        for path in (folder / key / "custom_aot_extra.h.gch", folder / f"{key}.json"):
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                times.append(max(st.st_atime, st.st_mtime))
+        return max(times)
+
+    return sorted(keys, key=lambda k: (used(k), k))
+
+
+def _remove_pch(root: Path, key: str, sizes: dict[Path, int], dry_run: bool, remove) -> int:
+    """Remove one precompiled header (manifest first, then its folder) under its lock; return the bytes freed."""
+    manifest, folder = root / "pch" / f"{key}.json", root / "pch" / key
+    lock = locked(root / "locks" / f"pch-{key}.lock") if not dry_run else contextlib.nullcontext()
+    with lock:
+        paths = [manifest, *(sorted(folder.iterdir()) if folder.is_dir() else [])]
+        for path in paths:
+            remove(path)
+        if not dry_run:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return sum(sizes.get(p, 0) for p in paths)
+
+
 def _entry(root: Path, key: str, sizes: dict[Path, int]) -> CacheEntry:
     lib, manifest = root / f"{key}.so", root / f"{key}.json"
     data = read_json(manifest) or {}
@@ -195,7 +238,7 @@ def _debris(root: Path, found: CacheUsage) -> Iterator[tuple[Path, float]]:
     candidates = list(found.unpaired)
     if (root / "tmp").is_dir():
         candidates += [p for p in (root / "tmp").iterdir()]
-    for folder in (root, root / "index"):
+    for folder in (root, root / "index", root / "pch"):
         candidates += folder.glob(".*.tmp")
     for path in candidates:
         try:

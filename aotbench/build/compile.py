@@ -17,17 +17,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from .._version import HEADER_VERSION, __version__
 from ..abi import elf
 from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
-from . import cache, nvcc, toolchain
+from . import cache, nvcc, pch, toolchain
+from .cache import parse_depfile
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"[A-Za-z0-9_.+-]+")
-_DEP_SPLIT = re.compile(r"(?<!\\)\s+")
-_DEP_UNESCAPE = re.compile(r"\\[ #\\]")
 _NVCC_DIAGNOSTIC = re.compile(
     r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)(?: #[\w-]+)?: "
     r"(?P<msg>.*)$", re.MULTILINE)
@@ -90,7 +90,8 @@ def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = No
 
 def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
           force: bool = False, arch: str | int | None = None) -> Artifact:
-    """Return the library for ``source`` built with the documented command plus ``flags``.
+    """Return the library for ``source`` built with the documented command plus ``flags`` (a g++ source that opens
+    with the header also pre-includes its precompiled header, :mod:`.pch`: the same library, sooner).
 
     ``force`` rebuilds even when a matching library is cached (the new build gets its own file name only if
     its inputs differ; otherwise it replaces the entry atomically). ``arch`` overrides the CUDA architecture.
@@ -100,24 +101,47 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
         source_bytes = source.read_bytes()
     except OSError as exc:
         raise AotbenchError(f"cannot read kernel source {source}: {exc.strerror or exc}") from exc
-    recipe = recipe_for(source, tuple(flags), arch)
+    flags = tuple(flags)
+    documented = recipe_for(source, flags, arch)
     root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
     stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
-    template = recipe.command(Path("<output>"))
-    base = _base_key(source_bytes, template, toolchain.compiler_identity(recipe.compiler))
-    search_dirs = toolchain.user_include_dirs(source, tuple(flags))
+    text = source_bytes.decode("utf-8", "replace")
+    search_dirs = toolchain.user_include_dirs(source, flags)
+    pre = pch.for_build(root, documented.compiler, source, text, flags)
+    recipe = documented if pre is None else _with_pch(documented, source, flags, pre)
 
-    if not force:
-        hit = _lookup(root, base, search_dirs)
-        if hit is not None:
-            return replace(hit, source=source_bytes.decode("utf-8", "replace"))
+    def base_of(r: Recipe) -> str:
+        return _base_key(source_bytes, r.command(Path("<output>")), toolchain.compiler_identity(r.compiler))
+
+    base = base_of(recipe)
+    hit = None if force else _lookup(root, base, search_dirs)
+    if hit is None and pre is not None and not pch.prepare(pre, source.parent):
+        pre, recipe = None, documented  # the PCH was refused: the documented command, under its own key
+        base = base_of(recipe)
+        hit = None if force else _lookup(root, base, search_dirs)
+    if hit is not None:
+        return replace(hit, source=text)
     with cache.locked(root / "locks" / f"{base}.lock"):
         if not force:
             hit = _lookup(root, base, search_dirs)  # another process may have built it while we waited
             if hit is not None:
-                return replace(hit, source=source_bytes.decode("utf-8", "replace"))
-        artifact = _compile(root, base, stem, source, source_bytes, recipe, search_dirs)
-    return replace(artifact, source=source_bytes.decode("utf-8", "replace"))
+                return replace(hit, source=text)
+        verify = None if pre is None else partial(pch.verify, pre)
+        try:
+            artifact = _compile(root, base, stem, source, source_bytes, recipe, search_dirs, verify)
+        except (CompileError, pch.DamagedPchError) as exc:
+            damaged = isinstance(exc, pch.DamagedPchError)
+            if pre is None or not pch.repair(pre, "" if damaged else exc.log, damaged):
+                raise
+            artifact = _compile(root, base, stem, source, source_bytes, recipe, search_dirs)  # past the bad PCH
+    return replace(artifact, source=text)
+
+
+def _with_pch(documented: Recipe, source: Path, flags: tuple[str, ...], pre: pch.Pch) -> Recipe:
+    """The documented C++ recipe with the precompiled header pre-included; ``-fpch-deps`` makes the dependency
+    output list the files the PCH was made from, so the cache still watches them."""
+    return replace(documented, run_extra=(*documented.run_extra, "-fpch-deps"),
+                   command=lambda out: toolchain.cxx_command(documented.compiler, source, out, flags, pre.header))
 
 
 def describe_change(old: Artifact, new: Artifact) -> list[str]:
@@ -233,7 +257,9 @@ def _manifest_is_whole(data: dict) -> bool:
 
 
 def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, recipe: Recipe,
-             search_dirs: list[str]) -> Artifact:
+             search_dirs: list[str], verify: Callable[[], None] | None = None) -> Artifact:
+    """Run the recipe into tmp/ and publish the library; ``verify`` runs while the compiler does, and what it
+    raises discards the build."""
     scratch = root / "tmp" / f"{stem}-{base[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
     argv_run = [*recipe.command(tmp_lib), *recipe.run_extra, "-MD", "-MF", str(dep_file)]
@@ -242,8 +268,7 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
     started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
     started = time.perf_counter()
     try:
-        proc = subprocess.run(argv_run, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace", stdin=subprocess.DEVNULL)
+        proc = _run(argv_run, verify)
         elapsed = time.perf_counter() - started
         if proc.returncode != 0:
             documented = recipe.command(root / f"{stem}-<key>.so")
@@ -251,8 +276,9 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         if not tmp_lib.is_file() or elf.structural_problem(tmp_lib.read_bytes()) is not None:
             documented = recipe.command(root / f"{stem}-<key>.so")
             raise NoLibraryError(documented, proc.stdout, [f for f in documented if f in _NO_LINK_FLAGS])
-        own = str(source)
-        deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text())) if p != own]
+        own, pch_files = str(source), str(root / "pch") + os.sep  # the PCH's link: its key is in the command
+        deps = [cache.stamp(p) for p in map(os.path.abspath, parse_depfile(dep_file.read_text()))
+                if p != own and not p.startswith(pch_files)]
         # A file saved while the compiler ran may not be what it read: publish the library under a unique
         # name but do not index it, so the next build compiles again.
         unstable = source.read_bytes() != source_bytes or any(d.mtime_ns > started_fs_ns for d in deps)
@@ -285,6 +311,22 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
                     cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps))
 
 
+def _run(argv: list[str], during: Callable[[], None] | None) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of the compiler (output and errors together), calling ``during`` while it runs."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                          stdin=subprocess.DEVNULL) as proc:
+        try:
+            try:
+                if during is not None:
+                    during()
+            finally:
+                out, _ = proc.communicate()  # it finishes either way: nothing writes into tmp/ after we return
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out)
+
+
 def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, entry: dict | None) -> None:
     """Move the library into place, then write its manifest and index entry. A failure (a full disk) removes
     what was written, so no library without a manifest is left, and raises CacheError."""
@@ -314,15 +356,3 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
                                      "fatal error" if m["sev"] == "catastrophic error" else m["sev"],
                                      m["msg"].strip())) for m in _NVCC_DIAGNOSTIC.finditer(log)]
     return [d for _, d in sorted(found, key=lambda item: item[0])]
-
-
-def parse_depfile(text: str) -> list[str]:
-    """The prerequisites of the first rule in a make-style dependency file (as written by ``-MD -MF``).
-
-    Paths are separated by unescaped white space; ``\\ `` is a space inside a path, ``\\#`` a hash and ``$$`` a
-    dollar sign. Continuation lines (a backslash before the newline) are joined first.
-    """
-    rule = text.replace("\\\n", " ").split("\n", 1)[0]
-    _, _, prereqs = rule.partition(": ")  # the paths we pass contain no colon-space
-    return [_DEP_UNESCAPE.sub(lambda m: m.group(0)[-1], p).replace("$$", "$")
-            for p in _DEP_SPLIT.split(prereqs.strip()) if p]

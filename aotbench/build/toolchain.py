@@ -39,15 +39,18 @@ def find_cxx() -> str:
     return found
 
 
-def cxx_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...] = ()) -> list[str]:
+def cxx_command(compiler: str, source: Path, output: Path, flags: tuple[str, ...] = (),
+                pre_include: Path | None = None) -> list[str]:
     """The documented C++ build command for ``source``, writing ``output``, with ``flags`` appended.
 
     The source's own directory is on the include path, so a ``custom_aot_extra.h`` beside the kernel (e.g.
-    MindSpore's) is found first by ``#include "custom_aot_extra.h"``, exactly as in MindSpore.
+    MindSpore's) is found first by ``#include "custom_aot_extra.h"``, exactly as in MindSpore. ``pre_include``
+    (the link beside a precompiled header, :mod:`.pch`) adds ``-include <it>`` after the include folders.
     """
     return [
         compiler, *CXX_BASE_FLAGS,
         f"-I{include_dir()}", f"-I{source.parent}",
+        *(("-include", str(pre_include)) if pre_include is not None else ()),
         "-o", str(output), str(source), *flags,
     ]
 

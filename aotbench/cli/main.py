@@ -75,7 +75,8 @@ def cache_info(args: argparse.Namespace) -> int:
             "root": str(u.root), "total_bytes": u.total_bytes, "total_files": u.total_files,
             "libraries": len(u.entries), "library_bytes": u.library_bytes, "cell_sources": u.cell_sources,
             "cell_bytes": u.cell_bytes, "tmp_files": u.tmp_files, "tmp_bytes": u.tmp_bytes,
-            "index_files": u.index_files, "unpaired": [str(p) for p in u.unpaired],
+            "index_files": u.index_files, "pch_headers": u.pch_headers, "pch_bytes": u.pch_bytes,
+            "unpaired": [str(p) for p in u.unpaired],
             "entries": [{"key": e.key, "source": e.source, "size_bytes": e.size_bytes, "created": e.created,
                          "last_used": e.last_used, "library": str(e.library)} for e in u.entries],
         }, indent=2))
@@ -84,6 +85,7 @@ def cache_info(args: argparse.Namespace) -> int:
     print(f"total:     {size_text(u.total_bytes)} in {u.total_files} files")
     print(f"libraries: {len(u.entries)} ({size_text(u.library_bytes)} with manifests); {u.index_files} index files; "
           f"{u.cell_sources} cell sources ({size_text(u.cell_bytes)}); {u.tmp_files} tmp files ({size_text(u.tmp_bytes)})")
+    print(f"headers:   {u.pch_headers} precompiled ({size_text(u.pch_bytes)}; made again when needed)")
     for title, rows in (("largest", sorted(u.entries, key=lambda e: e.size_bytes, reverse=True)[:10]),
                         ("most recently used", u.entries[:10])):
         if rows:

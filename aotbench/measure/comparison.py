@@ -52,6 +52,8 @@ class Comparison:
     bytes_moved: int
     bytes_automatic: bool = True  # array arguments + output, rather than a number the caller gave
     fns: dict = field(default_factory=dict, compare=False, repr=False)  # label -> the callable that was timed
+    #: compare_flags on a cpu op: label -> the source lines GCC vectorized (and the loops it could not)
+    vectorized: dict = field(default_factory=dict, compare=False)
 
     @property
     def timings(self) -> dict[str, Timing]:
@@ -61,6 +63,10 @@ class Comparison:
         header = ["", "median", "IQR", "speed-up", "GB/s", f"max abs / rel error vs {self.rows[0].label}"]
         body = [[r.label, format_ns(r.timing.median_ns), format_ns(r.timing.iqr_ns), f"{r.speedup:.2f}x",
                  f"{r.gbps:.2f}", "(baseline)" if i == 0 else r.error_text()] for i, r in enumerate(self.rows)]
+        if self.vectorized:
+            header.append("vectorized (source lines)")
+            for row in body:
+                row.append(self.vectorized.get(row[0], ""))
         return header, body
 
     def _caption(self) -> str:
@@ -141,13 +147,16 @@ def interleaved(entries: list[tuple[str, Callable]], args: tuple, budget_ms: flo
 
 
 def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = None, reference: Callable | None = None,
-                  budget_ms: float = 200.0, flush_cache: bool | None = None, bytes_moved: float | None = None) -> Comparison:
+                  budget_ms: float = 200.0, flush_cache: bool | None = None, bytes_moved: float | None = None,
+                  vectorization: bool = True) -> Comparison:
     """Rebuild ``op`` under each flag set (which REPLACES its flags) and :func:`compare` the builds on ``args``.
 
     ``flag_sets`` maps a label to a list of flags (or a string, split like a shell would); the default is the
     documented build (-O0), ``-O2`` and ``-O3 -march=native``. ``reference`` (a callable on the same args) is
     added last as ``"reference"``; errors are against the first flag set. A flag set that does not compile raises
     its :class:`~aotbench.errors.CompileError`. ``result.fns[label]`` is each build (``.command``, ``.artifact``).
+    For a cpu op, ``vectorization`` adds which source lines have loops GCC vectorized under each flag set (from
+    each build's :meth:`~aotbench.op.op.Op.annotate`, one inspection build each): why one set is faster.
     """
     spec = getattr(op, "spec", None)
     if not isinstance(spec, OpSpec) or getattr(op, "artifact", None) is None:
@@ -159,7 +168,17 @@ def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = Non
     fns: dict[str, Callable] = {label: op.with_flags(flags) for label, flags in sets.items()}
     if reference is not None:
         fns["reference"] = reference
-    return compare(fns, *args, budget_ms=budget_ms, flush_cache=flush_cache, bytes_moved=bytes_moved)
+    result = compare(fns, *args, budget_ms=budget_ms, flush_cache=flush_cache, bytes_moved=bytes_moved)
+    if vectorization and not op.device.runs_elsewhere:
+        result = replace(result, vectorized={label: vectorized_lines(fns[label].annotate()) for label in sets})
+    return result
+
+
+def vectorized_lines(annotation: Any) -> str:
+    """``36, 38 (not: 32, 35)``: the lines with a vectorized loop, then those with a loop GCC could not vectorize."""
+    done, failed = annotation.vectorized_lines, annotation.not_vectorized_lines
+    text = ", ".join(map(str, done)) or "none"
+    return f"{text} (not: {', '.join(map(str, failed))})" if failed else text
 
 
 def _flag_sets(flag_sets: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:

@@ -73,6 +73,10 @@ class AotMagics(Magics):
               "raises KernelCrashedError instead of killing the notebook, and the next call starts a fresh worker")
     @argument("--timeout-s", type=float, metavar="SECONDS", help="with --isolate (implied): kill a call that runs "
               "longer than this and raise KernelTimeoutError")
+    @argument("--asm", action="store_true", help="after the build, show the generated code under the cell: host "
+              "assembly (cpu) or SASS (gpu), each instruction under its source line (op.disassemble())")
+    @argument("--annotate", action="store_true", help="after the build, show the cell annotated with the compiler's "
+              "remarks: vectorized loops and why others are not (cpu), registers and spills (gpu) (op.annotate())")
     @argument("--force", action="store_true", help="rebuild even if the library is cached")
     @argument("--verbose", action="store_true", help="show the exact command and, on a rebuild, what changed")
     @cell_magic
@@ -122,6 +126,9 @@ class AotMagics(Magics):
             print(f"{op.name} will be exported for MindSpore to {unquote(args.export)} after its next call "
                   "(op.last_export says what was written)")
         self.shell.user_ns[name] = op
+        for wanted, view in ((args.annotate, op.annotate), (args.asm, op.disassemble)):
+            if wanted:
+                display(view())
         return op
 
     @line_magic

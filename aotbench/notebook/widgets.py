@@ -14,6 +14,7 @@ Three parts, kept apart (the way ipywidgets' own ``interact`` separates them):
 from __future__ import annotations
 
 import ast
+import base64
 import html
 import threading
 import time
@@ -217,6 +218,35 @@ class ExplorePanel(W.VBox):
         if "reference_timing" in self.last:
             text += f", reference {format_ns(self.last['reference_timing'].median_ns)}"
         return text
+
+    # -- displaying: the live view, and a snapshot for where no widget renders (a stored notebook on GitHub, ...)
+    def _repr_mimebundle_(self, **kwargs):
+        """ipywidgets' live view, with a text and an HTML snapshot of the panel as it is now in place of the
+        widget's bare repr: a frontend with a widget manager shows the view, a notebook viewer the snapshot."""
+        data = dict(super()._repr_mimebundle_(**kwargs) or {})
+        data["text/plain"] = self._snapshot_text()
+        data["text/html"] = self._snapshot_html()
+        return data
+
+    def _snapshot_text(self) -> str:
+        controls = ", ".join([*self.controls, *self.dims]) or "none"
+        compared = "PASS/FAIL against the reference" if self.reference is not None else "the output"
+        return (f"op.explore panel of {self.op.name} [{self.op.spec.target}]: controls for {controls}; it shows the "
+                f"output shape InferShape gives, {compared}, timings and a plot. Run the cell for the live "
+                f"panel.\nwhen shown: {self.summary()}")
+
+    def _snapshot_html(self) -> str:
+        settings = " · ".join(f"{html.escape(name)} <code>{html.escape(str(control.value))}</code>"
+                              for name, control in [*self.controls.items(), *self.dims.items()])
+        plot = ""
+        if self.plot.value and self.plot.layout.display != "none":
+            png = base64.b64encode(self.plot.value).decode()
+            plot = f"<img src='data:image/png;base64,{png}' width='{PLOT_WIDTH_PX}' alt='output against reference'>"
+        return (f"<div class='aotb-explore-snapshot' style='border:1px solid #d0d7de;padding:0.5em;"
+                f"max-width:{PLOT_WIDTH_PX + 40}px'><div>{self.title.value}</div><div>{settings}</div>"
+                f"<div>{self.shape.value}</div><div style='display:flex'><div>{self.stats.value}</div>{self.timing.value}</div>"
+                f"{plot}{self.warning.value}{self.error.value}<div><small><i>A snapshot of the op.explore panel "
+                f"when the cell ran: run the cell for the live controls.</i></small></div></div>")
 
     # -- updating
     def _changed(self, change=None) -> None:

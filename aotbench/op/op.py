@@ -24,6 +24,7 @@ from ..build.compile import Artifact
 from ..call import guard, rules
 from ..call.plan import MAX_RANK, Plan, call_infer_shape, make_plan, signature_key, workspace_allocation
 from ..call.spec import OpSpec, parse_flags
+from ..codeview.inspection import CodeViews
 from ..device import seam
 from ..errors import ArgumentError, ContractViolation, ShapeError
 
@@ -41,7 +42,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Op:
+class Op(CodeViews):
     """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
 
     def __init__(self, spec: OpSpec, library: KernelLibrary, host: Host, artifact: Artifact | None = None,
