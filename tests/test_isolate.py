@@ -258,7 +258,7 @@ def test_infer_shape_repr_and_pickle(iso, rng):
     assert repr(iso).startswith("<aotbench.IsolatedOp IsoFault")
     again = pickle.loads(pickle.dumps(iso))
     try:
-        assert isinstance(again, IsolatedOp) and again.spec == iso.spec
+        assert isinstance(again.materialize(), IsolatedOp) and again.spec == iso.spec  # built on first use
         assert_correct(again, rng)
     finally:
         again.close()

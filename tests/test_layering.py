@@ -26,14 +26,14 @@ LAYERS = [
     ["aotbench.op"],
     ["aotbench.measure"],
     ["aotbench.safety"],
-    ["aotbench.custom"],
+    ["aotbench.custom", "aotbench.travel"],
     ["aotbench.mindspore"],
     ["aotbench.plots"],
     ["aotbench.notebook"],
     ["aotbench.cli"],
     ["aotbench", "aotbench.__main__"],
 ]
-TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "custom", "plots"}
+TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "custom", "plots", "travel"}
 UI_MODULES = {"aotbench.notebook.magic", "aotbench.notebook.widgets", "aotbench.plots"}
 
 

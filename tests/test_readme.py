@@ -5,6 +5,7 @@ test_mindspore*.py."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -22,8 +23,9 @@ def python_snippets() -> list[str]:
 
 def test_the_snippets_are_self_contained_and_give_the_numbers_they_claim(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)  # as in a fresh shell: it would win over the config
     snippets = python_snippets()
-    assert len(snippets) == 4
+    assert len(snippets) == 5
     namespace: dict = {}
     for block in snippets:
         if "import cupy" in block and not aotbench.gpu_available():
@@ -38,5 +40,10 @@ def test_the_snippets_are_self_contained_and_give_the_numbers_they_claim(tmp_pat
     assert op.infer_shape((4, None), (4, None)) == (4,)
     assert namespace["asm"].functions[0].name == "CustomKernel" and "without optimisation" in namespace["notes"].note
     assert namespace["fast"].vectorized_lines and not namespace["notes"].vectorized_lines
+    cluster = namespace["on_cluster"]
+    assert [p.size for p in cluster.points] == [(256, 256), (512, 512)]
+    assert all(p.max_abs_error is not None and p.max_abs_error < 1e-3 for p in cluster.points)
+    assert all(p.facts is not None and p.facts.pid != os.getpid() for p in cluster.points)  # timed in the workers
+    assert not [n for n in cluster.notes if "MALLOC" in n], cluster.notes  # the config line did its job
     summary = namespace["panel"].set(axis=0, m=300).summary()
     assert "300" in str(summary)

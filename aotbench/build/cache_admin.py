@@ -158,14 +158,15 @@ def prune(root: Path, max_bytes: int | None = None, everything: bool = False, dr
                 remove(entry.library)
             if base is not None:
                 _prune_index(root, base, gone, dry_run, remove)
-    if everything:
-        cells = root / "cells"
-        for path in sorted((p for p in sizes if p.is_relative_to(cells)), key=str):
-            remove(path)
-        if not dry_run and cells.is_dir():
-            for folder in sorted(cells.iterdir(), reverse=True):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+    if everything:  # the sources of cells, and those ops that travelled here carried: rewritten on their next use
+        for kept in (root / "cells", root / "travel"):
+            for path in sorted((p for p in sizes if p.is_relative_to(kept)), key=str):
+                remove(path)
+            if not dry_run and kept.is_dir():
+                for folder, _, _ in sorted(os.walk(kept), reverse=True):
+                    if folder != str(kept):
+                        with contextlib.suppress(OSError):
+                            os.rmdir(folder)
     return removed
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from .._version import HEADER_VERSION, __version__
 from ..abi import elf
 from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
-from . import cache, nvcc, pch, toolchain
+from . import cache, hostflags, nvcc, pch, toolchain
 from .cache import parse_depfile
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
@@ -59,12 +59,14 @@ class Artifact:
 @dataclass(frozen=True)
 class Recipe:
     """How one source is compiled: the compiler, the documented argv for an output path, what is added when
-    it actually runs (flags that do not change the binary), and the architecture choice for CUDA."""
+    it actually runs (flags that do not change the binary), the architecture choice for CUDA, and what flags
+    such as ``-march=native`` mean on this machine (part of the key, :mod:`.hostflags`)."""
 
     compiler: str
     command: Callable[[Path], list[str]]
     run_extra: tuple[str, ...] = ()
     arch_reason: str | None = None
+    native: hostflags.Resolution | None = None
 
 
 # Flags after which g++ or nvcc writes no shared library (or writes it to stdout), though it exits with status 0.
@@ -76,7 +78,8 @@ def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = No
     """g++ with the documented C++ flags for .cc/.cpp, nvcc with the adapted CUDA flags for .cu."""
     if source.suffix in toolchain.CXX_SUFFIXES:
         cxx = toolchain.find_cxx()
-        return Recipe(cxx, lambda out: toolchain.cxx_command(cxx, source, out, flags))
+        return Recipe(cxx, lambda out: toolchain.cxx_command(cxx, source, out, flags),
+                      native=hostflags.resolve(cxx, flags))
     if source.suffix in toolchain.CUDA_SUFFIXES:
         compiler = nvcc.find_nvcc()
         try:
@@ -111,7 +114,8 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     recipe = documented if pre is None else _with_pch(documented, source, flags, pre)
 
     def base_of(r: Recipe) -> str:
-        return _base_key(source_bytes, r.command(Path("<output>")), toolchain.compiler_identity(r.compiler))
+        return _base_key(source_bytes, r.command(Path("<output>")), toolchain.compiler_identity(r.compiler),
+                         None if r.native is None else r.native.resolved)
 
     base = base_of(recipe)
     hit = None if force else _lookup(root, base, search_dirs)
@@ -160,6 +164,9 @@ def describe_change(old: Artifact, new: Artifact) -> list[str]:
             changes.append(f"included file changed: {path}")
     if _user_flags(a) != _user_flags(b):
         changes.append(f"flags changed: {_user_flags(a)} -> {_user_flags(b)}")
+    if a.get("native") != b.get("native") and _user_flags(a) == _user_flags(b):
+        native = (b.get("native") or a.get("native") or {}).get("flags") or ["-march=native"]
+        changes.append(f"{' '.join(native)} resolves differently on this machine")
     if a.get("compiler") != b.get("compiler"):
         changes.append(f"compiler changed: {a.get('compiler')} -> {b.get('compiler')}")
     if a.get("header_version") != b.get("header_version") or a.get("aotbench_version") != b.get("aotbench_version"):
@@ -194,9 +201,12 @@ def invalidate(artifact: Artifact) -> None:
             pass
 
 
-def _base_key(source_bytes: bytes, template: list[str], identity: str) -> str:
+def _base_key(source_bytes: bytes, template: list[str], identity: str, native: str | None = None) -> str:
+    """The hash of what a build's inputs are before its includes are known; ``native`` (what ``-march=native``
+    and the like resolve to here) is hashed only when the flags have such options, so other keys never change."""
     h = hashlib.sha256()
-    for part in (f"aotbench-build {__version__} header {HEADER_VERSION}", identity, json.dumps(template)):
+    parts = (f"aotbench-build {__version__} header {HEADER_VERSION}", identity, json.dumps(template))
+    for part in (*parts, *(() if native is None else (f"native {native}",))):
         h.update(part.encode() + b"\0")
     h.update(source_bytes)
     return h.hexdigest()[:32]
@@ -295,6 +305,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
             "artifact_sha256": cache.sha256_file(tmp_lib),
             "dependencies": [{"path": d.path, "sha256": d.sha256} for d in deps],
         }
+        if recipe.native is not None:
+            manifest["native"] = recipe.native.manifest()
         if recipe.arch_reason is not None:
             manifest["arch_reason"] = recipe.arch_reason
             manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)

@@ -11,7 +11,8 @@ holds ``custom_aot_extra.h.gch`` and a symbolic link to aotbench's header, so g+
 and reads the very header otherwise (GCC looks for ``name.gch`` just before ``name``). ``AOTBENCH_PCH=0`` turns
 it off.
 
-One PCH per compiler and exact flag set (``key``): GCC refuses a PCH made with other -O, -m, -g, -f or macro
+One PCH per compiler and exact flag set (``key``; with ``-march=native`` and the like, also what they resolve
+to on this machine, :mod:`.hostflags`): GCC refuses a PCH made with other -O, -m, -g, -f or macro
 settings, and its manual names the same options as the safe choice. It is built on the third miss with a flag
 set (making it costs about two plain compiles, so a one-off build, or a test's build and rebuild in a fresh
 cache, would lose), under ``locks/pch-<key>.lock``, into ``tmp/``, and published with an atomic rename. Its
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import AotbenchError
-from . import cache, toolchain
+from . import cache, hostflags, toolchain
 
 HEADER = "custom_aot_extra.h"
 SWITCH = "AOTBENCH_PCH"  # "0", "off", "false" or "no": every build uses the documented command
@@ -160,9 +161,11 @@ def describe(root: Path, compiler: str, flags: tuple[str, ...]) -> Pch:
     base = [f for f in toolchain.CXX_BASE_FLAGS if f != "--shared"]  # a link option: nothing to do with a PCH
     argv = (compiler, *base, f"-I{header.parent}", *flags, "-x", "c++-header", str(header), "-o", OUTPUT)
     dirs = tuple(toolchain.user_include_dirs(header, flags))  # relative -I folders, made absolute here
+    native = hostflags.resolve(compiler, flags)  # -march=native: what it means here (only then part of the key)
     h = hashlib.sha256()
     for part in (f"aotbench-pch {_FORMAT} {__version__}", toolchain.compiler_identity(compiler), json.dumps(argv),
-                 json.dumps(dirs), _digest(header), *(os.environ.get(v, "") for v in _ENV)):
+                 json.dumps(dirs), _digest(header), *(os.environ.get(v, "") for v in _ENV),
+                 *(() if native is None else (f"native {native.resolved}",))):
         h.update(part.encode() + b"\0")
     key = h.hexdigest()[:24]
     return Pch(key, root / "pch" / key, argv, dirs)

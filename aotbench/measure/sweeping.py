@@ -1,13 +1,17 @@
 """``sweep``: one op timed over input sizes (here, or on any ``concurrent.futures.Executor``), against the
 machine's memory bandwidth.
 
-Each point is one call of the module-level :func:`measure_point`, so an executor of processes (or a Dask or Ray
-cluster's) can run it: the op travels pickled as its build recipe and is rebuilt from the cache there.
+Each point is one call of the module-level :func:`measure_point`, so an executor of processes (or a Dask
+cluster's) can run it: the op travels pickled with its source (:mod:`aotbench.travel`) and is built there on first
+use; a reference or ``inputs`` plain pickle cannot carry travels as cloudpickle bytes (:mod:`.portable`). Each point
+records the facts of the process it ran in (:mod:`.environment`); the result's ``notes`` say where they differ from
+the client's or are known to distort the reference.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +24,8 @@ from ..device.timing import Timing, format_ns, gbps
 from ..errors import ArgumentError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
 from .comparison import check_positive, interleaved
+from .environment import ProcessFacts, process_facts, sweep_notes
+from .portable import portable
 from .tables import format_bytes, html_table, size_text, text_table
 
 
@@ -36,6 +42,7 @@ class SweepPoint:
     reference_timing: Timing | None = None
     max_abs_error: float | None = None
     mismatch: str | None = None  # why the output could not be compared with the reference's
+    facts: ProcessFacts | None = None  # the host, CPU and environment of the process that measured it
 
     @property
     def reference_gbps(self) -> float | None:
@@ -46,12 +53,15 @@ class SweepPoint:
 class Sweep:
     """The result of :func:`sweep`: one point per size (in the order given) and the memory bandwidth of the device
     the op ran on (GB/s of a large copy there: a numpy copy on the cpu, a device-to-device copy on a gpu — the
-    roofline of a memory-bound kernel); ``roofline_source`` says which copy, in words."""
+    roofline of a memory-bound kernel); ``roofline_source`` says which copy, in words. ``notes``: sentences on where
+    the points ran, when that differs from the client (``client_facts``) or is known to distort the timings."""
 
     points: tuple[SweepPoint, ...]
     bandwidth_gbps: float | None
     label: str = ""
     roofline_source: str = "numpy copy"
+    notes: tuple[str, ...] = ()
+    client_facts: ProcessFacts | None = None
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         has_ref = any(p.reference_timing for p in self.points)
@@ -73,12 +83,15 @@ class Sweep:
                 f"({self.roofline_source}) {bw}")
 
     def __str__(self) -> str:
-        return f"{self._caption()}\n" + text_table(*self._table())
+        notes = "".join(f"\nnote: {n}" for n in self.notes)
+        return f"{self._caption()}\n" + text_table(*self._table()) + notes
 
     __repr__ = __str__  # the table, not every sample of every timing
 
     def _repr_html_(self) -> str:
-        return html_table(*self._table(), caption=self._caption())
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        table = html_table(*self._table(), caption=self._caption())
+        return table + (f"<ul class='aotbench-notes'>{notes}</ul>" if notes else "")
 
     def plot(self, ax=None):
         """Time and GB/s against bytes moved, with the bandwidth roofline (:func:`aotbench.plots.scaling`)."""
@@ -110,7 +123,8 @@ def measure_point(op: Callable, size: Any, inputs: Callable, reference: Callable
     nbytes = array_bytes(args) + array_bytes(as_arrays(output))
     shapes = device.shapes(args)
     return SweepPoint(size, shapes, nbytes, timings[label], gbps(nbytes, timings[label].median_ns),
-                      timings.get("reference"), err.max_abs if err else None, err.mismatch if err else None)
+                      timings.get("reference"), err.max_abs if err else None, err.mismatch if err else None,
+                      process_facts())
 
 
 def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: Callable | None = None,
@@ -124,7 +138,8 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
     ``concurrent.futures.Executor`` (one :func:`measure_point` per size; points timed concurrently compete for
     the cores and memory, so one worker per machine gives honest numbers); None runs here. ``progress``: a tqdm
     bar (None: when there are 8 points or more). ``seed`` makes the inputs reproducible. ``label`` names the op
-    in tables and plots (default: its name).
+    in tables and plots (default: its name). The result's ``notes`` flag points measured on another machine, in
+    another environment than this process, or with malloc settings that slow a numpy reference (Dask's default).
     """
     check_positive("budget_ms", budget_ms)
     if not callable(op) or (reference is not None and not callable(reference)):
@@ -150,7 +165,9 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
         if bar is not None:
             bar.close()
     device = seam.for_call(op, ())
-    return Sweep(tuple(results), device.copy_bandwidth_gbps(), label, device.copy_label)
+    client = process_facts()
+    notes = sweep_notes(client, [p.facts for p in results], any(p.reference_timing for p in results))
+    return Sweep(tuple(results), device.copy_bandwidth_gbps(), label, device.copy_label, tuple(notes), client)
 
 
 def _as_list(sizes: Any) -> list:
@@ -216,7 +233,11 @@ def _run_points(calls: list[tuple], executor: Any, bar) -> list[SweepPoint]:
         return results
     if not callable(getattr(executor, "submit", None)):
         raise ArgumentError(f"executor must be a concurrent.futures.Executor (with .submit), got {executor!r}")
-    futures = [executor.submit(measure_point, *call) for call in calls]
+    op, _, inputs, reference, _, _ = calls[0]  # the same in every call: made portable once
+    carried = (portable(op, "the op"), portable(inputs, "inputs"),
+               None if reference is None else portable(reference, "the reference"))
+    futures = [executor.submit(measure_point, carried[0], size, carried[1], carried[2], budget, seed)
+               for _, size, _, _, budget, seed in calls]
     try:
         for future in futures:
             results.append(future.result())

@@ -122,9 +122,9 @@ class Op(CodeViews):
 
         return op_html(self)
 
-    def __reduce__(self):
-        from ..custom import _from_spec
-        return _from_spec, (self._spec,)
+    def __reduce__(self):  # the recipe and the source files it read: see aotbench.travel
+        from ..travel import reduce_op
+        return reduce_op(self)
 
     # -- derived ops ----------------------------------------------------------------------------------
     def with_flags(self, flags: Any) -> Op:
