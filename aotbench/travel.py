@@ -7,7 +7,7 @@ compiler, no write. Its first use builds the op in the receiving process, into t
 original paths when they still hold the very same files (on the same machine: a cache hit), else from the files
 the parcel carries, written into ``<cache>/travel/<digest>/``. Callables in the recipe that plain pickle cannot
 carry (a lambda ``out_shape``) travel as cloudpickle bytes; without cloudpickle the error names them.
-A prebuilt library travels as its path (there is no source to carry).
+A prebuilt library travels as its path (there is no source to carry), and loads on first use too.
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ class Parcel:
 
 
 def reduce_op(op: Any) -> tuple:
-    """``Op.__reduce__``: a parcel for an op built from source, the recipe alone for a prebuilt library."""
+    """``Op.__reduce__``: a parcel for an op built from source, the recipe alone (its library's path) for a
+    prebuilt library; either unpickles into a :class:`TravellingOp`."""
     if op.artifact is None or op.source_path is None:
-        from .custom import _from_spec
-
-        return _from_spec, (op.spec,)
+        return TravellingOp, (Parcel(_portable_spec(op.spec), "", b"", ()),)
     return TravellingOp, (pack(op),)
 
 
@@ -137,7 +136,7 @@ def _build(parcel: Parcel):
     from .custom import _from_spec  # the constructor, the layer above this one's imports
 
     spec = pickle.loads(parcel.spec) if isinstance(parcel.spec, bytes) else parcel.spec
-    if _still_there(parcel):
+    if not parcel.source or _still_there(parcel):  # a prebuilt library, or the very same files: as it was made
         return _from_spec(spec)
     root = cache.prepare(cache.default_cache_dir())
     folder, mapping = _unpack(parcel, root)

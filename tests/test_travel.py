@@ -84,6 +84,21 @@ def test_unpickling_compiles_nothing_and_writes_nothing(tmp_path):
     assert "not built yet" in out.stdout and not cache.exists()
 
 
+def test_a_prebuilt_library_travels_as_its_path_and_loads_on_first_use(tmp_path, rng):
+    op = make_op(tmp_path / "made", factor=2.0)
+    prebuilt = aotbench.Custom(f"{op.artifact.path}:K", lambda s: s, np.float32)
+    payload = tmp_path / "prebuilt.pickle"
+    payload.write_bytes(pickle.dumps(prebuilt))
+    cache = tmp_path / "receiver-cache"
+    code = ("import pickle, sys, numpy as np; op = pickle.loads(open(sys.argv[1], 'rb').read()); "
+            "import os; print(os.path.exists(sys.argv[2])); print(op(np.ones(3, np.float32)).tolist())")
+    out = subprocess.run([sys.executable, "-c", code, str(payload), str(cache)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "AOTBENCH_CACHE_DIR": str(cache)}, check=False)
+    assert out.returncode == 0, out.stderr
+    loaded_before_use, values = out.stdout.splitlines()
+    assert loaded_before_use == "False" and values == str(expected(np.ones(3, np.float32), 2.0).tolist())
+
+
 def test_a_changed_header_refuses_to_travel(tmp_path):
     op = make_op(tmp_path)
     (tmp_path / "inc" / "scale.h").write_text("#pragma once\ninline float scale_by() { return 9.0f; }\n")
