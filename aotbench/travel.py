@@ -46,16 +46,30 @@ def reduce_op(op: Any) -> tuple:
 
 
 def pack(op: Any) -> Parcel:
-    """The parcel an op built from source pickles as (raises AotbenchError when its files cannot be vouched for)."""
-    artifact, source = op.artifact, Path(op.source_path)
+    """The parcel an op built from source pickles as (raises AotbenchError when its files cannot be vouched for).
+
+    The headers carried are those the build found in the source's folder or in a folder its include flags name
+    (the user's own); anything else (system headers, a header named by an absolute path) must exist where the op
+    is built again. Relative paths in the recipe are made absolute here, where they mean something."""
+    artifact, source = op.artifact, Path(op.source_path).absolute()
     manifest = artifact.manifest
     recorded = manifest.get("source_sha256")
+    if not recorded:
+        raise AotbenchError(f"{op.name} cannot travel: its build record ({artifact.manifest_path}) is gone (the "
+                            "cache was pruned), so its files cannot be vouched for. Build the op again, then "
+                            "pickle it.")
+    flags = _absolute_includes(tuple(op.spec.flags))
+    if any(f.startswith(("-include", "--include", "-imacros", "--imacros")) for f in flags):
+        raise AotbenchError(f"{op.name} cannot travel: its flags pre-include a file (-include/-imacros), which "
+                            "would not be carried. #include it from the source instead.")
+    dirs = tuple(d for d in toolchain.user_include_dirs(source, flags) if d != str(toolchain.include_dir()))
     source_bytes = _source_bytes(source, artifact.source, recorded, op.name)
     headers = []
     for dep in manifest.get("dependencies", []):
         path = dep.get("path") if isinstance(dep, dict) else None
-        if not isinstance(path, str) or not _users_own(path, artifact.path.parent):
-            continue
+        if not isinstance(path, str) or _home_of(path, list(dirs)) is None or path.startswith(
+                str(artifact.path.parent)):
+            continue  # a system header, aotbench's, or its cache's (a precompiled header)
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
@@ -65,11 +79,12 @@ def pack(op: Any) -> Parcel:
             raise AotbenchError(f"{op.name} cannot travel: its header {path} changed since the op was built. "
                                 "Build the op again (re-run the cell) first.")
         headers.append((path, data))
-    dirs = tuple(toolchain.user_include_dirs(source, tuple(op.spec.flags)))
-    return Parcel(_portable_spec(op.spec), str(source), source_bytes, tuple(headers), dirs)
+    name = op.spec.func.rpartition(":")[2]
+    spec = replace(op.spec, func=f"{source}:{name}", flags=flags)
+    return Parcel(_portable_spec(spec), str(source), source_bytes, tuple(headers), dirs)
 
 
-def _source_bytes(source: Path, text: str, recorded: str | None, name: str) -> bytes:
+def _source_bytes(source: Path, text: str, recorded: str, name: str) -> bytes:
     """The exact bytes the op was built from: the file if it is unchanged, else the text the op keeps."""
     candidates = []
     try:
@@ -78,15 +93,10 @@ def _source_bytes(source: Path, text: str, recorded: str | None, name: str) -> b
         pass
     candidates.append(text.encode("utf-8"))
     for data in candidates:
-        if hashlib.sha256(data).hexdigest() == recorded if recorded else "\ufffd" not in text:
+        if hashlib.sha256(data).hexdigest() == recorded:
             return data
     raise AotbenchError(f"{name} cannot travel: its source {source} changed since the op was built (or is gone, "
                         "and was not UTF-8). Build the op again (re-run the cell) first.")
-
-
-def _users_own(path: str, cache_root: Path) -> bool:
-    """A header the receiver may lack: not a system header, not aotbench's, not aotbench's cache (a PCH)."""
-    return not path.startswith(("/usr/", "/opt/", str(toolchain.include_dir()), str(cache_root)))
 
 
 def _portable_spec(spec: OpSpec) -> Any:
@@ -114,8 +124,9 @@ class TravellingOp:
         return (self._op or self.materialize())(*args)
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_parcel", "_op", "_lock"):
-            raise AttributeError(name)
+        # Probes (IPython's _repr_*_, inspect's _partialmethod, numpy's and Dask's dunders) must not build it.
+        if name.startswith("_") and (self.__dict__.get("_op") is None or name.startswith("__")):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} before its first use")
         return getattr(self.materialize(), name)
 
     def __reduce__(self):
@@ -184,11 +195,19 @@ def _home_of(path: str, folders: list[str]) -> str | None:
     return max(holding, key=len) if holding else None
 
 
+def _absolute_includes(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The flags with every include folder made absolute (relative to this process's working directory)."""
+    return _rewrite_includes(flags, os.path.abspath)
+
+
 def _remap(flags: tuple[str, ...], mapping: dict[str, str]) -> tuple[str, ...]:
     """The flags with every include folder that was unpacked elsewhere pointing at its new place."""
-    def moved(folder: str) -> str:
-        return mapping.get(os.path.abspath(folder).rstrip("/"), folder)
+    return _rewrite_includes(flags, lambda folder: mapping.get(folder.rstrip("/"), folder))
 
+
+def _rewrite_includes(flags: tuple[str, ...], moved) -> tuple[str, ...]:
+    """``flags`` with ``moved(folder)`` in place of each include folder (-I, -iquote, -isystem, -idirafter, joined
+    to its option or as the next argument)."""
     out, pending = [], False
     for flag in flags:
         if pending:

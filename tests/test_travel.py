@@ -238,3 +238,43 @@ def test_carried_files_land_in_the_receivers_cache_and_prune_removes_them(tmp_pa
     cache_admin.prune(receiver, everything=True)
     assert not any(p.is_file() for p in (receiver / "travel").rglob("*"))
     np.testing.assert_array_equal(pickle.loads(data)(x), expected(x, 0.75))  # written again on the next use
+
+
+def test_relative_paths_are_made_absolute_where_the_op_was_made(tmp_path, monkeypatch, rng):
+    """A relative source path and -I folder mean the sender's folder, wherever the op is built again."""
+    make_op(tmp_path / "made", factor=1.25)
+    monkeypatch.chdir(tmp_path / "made")
+    op = aotbench.Custom("src/k.cc:K", lambda s: s, np.float32, flags=["-Iinc", "-DOFFSET=0.125f"])
+    data = pickle.dumps(op)
+    decoy = tmp_path / "decoy"
+    (decoy / "src").mkdir(parents=True)
+    (decoy / "inc").mkdir()
+    (decoy / "src" / "k.cc").write_text(KERNEL)
+    (decoy / "inc" / "scale.h").write_text("#pragma once\ninline float scale_by() { return 999.0f; }\n")
+    monkeypatch.chdir(decoy)  # a receiver whose working directory holds other files of the same names
+    x = rng.standard_normal(20, dtype=np.float32)
+    np.testing.assert_array_equal(pickle.loads(data)(x), expected(x, 1.25))
+
+
+def test_what_cannot_be_vouched_for_refuses_to_travel(tmp_path):
+    from aotbench.build import cache_admin
+
+    op = aotbench.Custom(f"{make_op(tmp_path / 'a').source_path}:K", lambda s: s, np.float32,
+                         flags=["-I" + str(tmp_path / "a" / "inc"), "-DOFFSET=0.125f"], cache_dir=tmp_path / "c")
+    cache_admin.prune(tmp_path / "c", everything=True)
+    with pytest.raises(AotbenchError, match="build record .* is gone"):
+        pickle.dumps(op)
+    (tmp_path / "pre.h").write_text("#define OFFSET 0.125f\n")
+    pre = aotbench.Custom(f"{op.source_path}:K", lambda s: s, np.float32,
+                          flags=["-I" + str(tmp_path / "a" / "inc"), "-include", str(tmp_path / "pre.h")])
+    with pytest.raises(AotbenchError, match="pre-include a file"):
+        pickle.dumps(pre)
+
+
+def test_probes_do_not_build_a_travelling_op(tmp_path):
+    op = pickle.loads(pickle.dumps(make_op(tmp_path / "made")))
+    for probe in ("_repr_html_", "_ipython_canary_method_should_not_exist_", "_partialmethod", "__array__"):
+        assert not hasattr(op, probe)
+    assert "not built yet" in repr(op)
+    assert op.name == "K" and "built" in repr(op) and "not built" not in repr(op)
+    assert hasattr(op, "_repr_html_")  # once built, it is the op

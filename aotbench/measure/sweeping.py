@@ -233,7 +233,7 @@ def _run_points(calls: list[tuple], executor: Any, bar) -> list[SweepPoint]:
         return results
     if not callable(getattr(executor, "submit", None)):
         raise ArgumentError(f"executor must be a concurrent.futures.Executor (with .submit), got {executor!r}")
-    op, _, inputs, reference, _, _ = calls[0]  # the same in every call: made portable once
+    op, _, inputs, reference, _, _ = calls[0]  # the same in every call: checked and wrapped once
     carried = (portable(op, "the op"), portable(inputs, "inputs"),
                None if reference is None else portable(reference, "the reference"))
     futures = [executor.submit(measure_point, carried[0], size, carried[1], carried[2], budget, seed)
