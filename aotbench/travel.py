@@ -64,11 +64,12 @@ def pack(op: Any) -> Parcel:
                             "would not be carried. #include it from the source instead.")
     dirs = tuple(d for d in toolchain.user_include_dirs(source, flags) if d != str(toolchain.include_dir()))
     source_bytes = _source_bytes(source, artifact.source, recorded, op.name)
+    deps = [d for d in manifest.get("dependencies", []) if isinstance(d, dict) and isinstance(d.get("path"), str)]
+    own = set(toolchain.own_headers(source, flags, [d["path"] for d in deps], artifact.path.parent))
     headers = []
-    for dep in manifest.get("dependencies", []):
-        path = dep.get("path") if isinstance(dep, dict) else None
-        if not isinstance(path, str) or _home_of(path, list(dirs)) is None or path.startswith(
-                str(artifact.path.parent)):
+    for dep in deps:
+        path = dep["path"]
+        if path not in own:
             continue  # a system header, aotbench's, or its cache's (a precompiled header)
         try:
             data = Path(path).read_bytes()
@@ -178,7 +179,7 @@ def _unpack(parcel: Parcel, root: Path) -> tuple[Path, dict[str, str]]:
     mapping = {src_dir: str(folder / "src")}
     files = [(folder / "src" / Path(parcel.source).name, parcel.source_bytes)]
     for path, data in parcel.headers:
-        home = _home_of(path, [src_dir, *parcel.include_dirs]) or os.path.dirname(path)
+        home = toolchain.include_home(path, [src_dir, *parcel.include_dirs]) or os.path.dirname(path)
         if home not in mapping:
             mapping[home] = str(folder / f"inc{len(mapping)}")
         files.append((Path(mapping[home]) / os.path.relpath(path, home), data))
@@ -187,12 +188,6 @@ def _unpack(parcel: Parcel, root: Path) -> tuple[Path, dict[str, str]]:
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             cache.write_atomic(target, data)
     return folder, mapping
-
-
-def _home_of(path: str, folders: list[str]) -> str | None:
-    """The folder a header was found from: the longest of ``folders`` that holds it."""
-    holding = [f for f in folders if path.startswith(f.rstrip("/") + "/")]
-    return max(holding, key=len) if holding else None
 
 
 def _absolute_includes(flags: tuple[str, ...]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ import pytest
 import aotbench
 from aotbench.errors import AotbenchError
 from aotbench.travel import TravellingOp
+from tests import browser_support as support
 
 KERNEL = """#include <cstdint>
 #include "custom_aot_extra.h"
@@ -144,18 +145,10 @@ def test_a_cell_op_travels_to_another_cache(tmp_path, rng):
 
 # --- a real Dask cluster: a scheduler and two workers, separate processes, each with its own empty cache -------
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def dask_cluster(tmp_path):
     pytest.importorskip("distributed")
-    port = _free_port()
+    port = support.free_port()
     address = f"tcp://127.0.0.1:{port}"
     caches = {name: tmp_path / f"{name}-cache" for name in ("scheduler", "worker0", "worker1")}
     procs = []

@@ -76,6 +76,21 @@ def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
     return [os.path.abspath(d) for d in dict.fromkeys(dirs)]
 
 
+def include_home(path: str, folders: list[str]) -> str | None:
+    """The folder an included file was found from: the longest of ``folders`` that holds it, or None."""
+    holding = [f for f in folders if path.startswith(f.rstrip("/") + "/")]
+    return max(holding, key=len) if holding else None
+
+
+def own_headers(source: Path, flags: tuple[str, ...], dependencies, outside: Path | None = None) -> list[str]:
+    """Of a build's included files, the user's own: those found in the source's folder or in a folder its include
+    flags name. Not aotbench's header, nor anything under ``outside`` (the cache: a precompiled header)."""
+    folders = [d for d in user_include_dirs(source, flags) if d != str(include_dir())]
+    skip = None if outside is None else str(outside).rstrip("/") + "/"
+    return [p for p in dependencies if include_home(os.path.normpath(p), folders) is not None
+            and not (skip and p.startswith(skip))]
+
+
 def _binary_stamp(path: str) -> tuple[str, int, int]:
     real = os.path.realpath(path)
     st = os.stat(real)

@@ -56,7 +56,7 @@ class CodeViews:
         source = SourceText(str(self.source_path), artifact.source)
         functions = list(_functions(str(artifact.path), artifact.key, kind, syntax))
         if kind == "asm":
-            functions = host_asm.kernel_functions(functions, source, self.name, _local_headers(artifact))
+            functions = host_asm.kernel_functions(functions, source, self.name, self._own_headers(artifact))
         return Disassembly(kind, tuple(functions), source, artifact.command, _empty_note(functions, gpu))
 
     def annotate(self, *, missed: bool = False) -> Annotation:
@@ -81,7 +81,7 @@ class CodeViews:
         if any(f.startswith("-fopt-info") and "=" in f for f in flags):
             notes.append("The op's flags send GCC's remarks to a file (-fopt-info...=FILE), so few or none reach "
                          "this view")
-        elsewhere = remarks.count_elsewhere(artifact.log, source, _local_headers(artifact))
+        elsewhere = remarks.count_elsewhere(artifact.log, source, self._own_headers(artifact))
         if elsewhere:
             notes.append(f"{elsewhere} remarks are about the kernel's own headers, not shown here")
         return Annotation(source, tuple(found), flags, ". ".join(notes), hidden)
@@ -92,6 +92,13 @@ class CodeViews:
         if self.source_path is None:
             return self.device.runs_elsewhere
         return Path(self.source_path).suffix in toolchain.CUDA_SUFFIXES
+
+    def _own_headers(self, artifact: Artifact) -> frozenset[str]:
+        """The user's own headers the build included (:func:`aotbench.build.toolchain.own_headers`), normalised as
+        objdump and GCC name them."""
+        found = toolchain.own_headers(Path(self.source_path), tuple(self.spec.flags), artifact.dependencies,
+                                      artifact.path.parent)
+        return frozenset(os.path.normpath(p) for p in found)
 
     def _inspection_build(self) -> Artifact:
         spec = self.spec
@@ -127,13 +134,6 @@ def _check_unchanged(op_build: Artifact, source: Path, name: str) -> None:
         if not same:
             raise AotbenchError(f"{name}: {dep.get('path') if isinstance(dep, dict) else dep} changed since the "
                                 f"op was built, so the view would show other code than the op runs. {fix}")
-
-
-def _local_headers(artifact: Artifact) -> frozenset[str]:
-    """The files a build included that are the user's: not the system's, not aotbench's header."""
-    ours = str(toolchain.include_dir())
-    return frozenset(os.path.normpath(d) for d in artifact.dependencies
-                     if not d.startswith(("/usr/", "/opt/", ours)) and not d.endswith(".gch"))
 
 
 def _empty_note(functions: list, gpu: bool) -> str:
