@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .abi.attrs import typed
-from .abi.library import check_function_name, load
+from .abi.library import KernelLibrary, check_function_name, load
 from .build import compile as build
+from .build import prebuilt
 from .build import toolchain
 from .build.native_host import get_host
 from .call.reg import OpInfo
@@ -107,6 +109,7 @@ def _is_pairs(value: object) -> bool:
 
 
 def _from_spec(spec: OpSpec, force: bool = False) -> Op:
+    spec = _anchored(spec)
     path_text, _, name = spec.func.partition(":")
     check_function_name(name)
     path = Path(path_text).expanduser()
@@ -114,7 +117,7 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
     if path.suffix not in toolchain.CXX_SUFFIXES + toolchain.CUDA_SUFFIXES:
         if not path.exists():
             raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
-        return _make_op(spec, load(path.absolute(), name), host)
+        return _make_op(spec, _load_prebuilt(path.absolute(), name, spec.cache_dir), host)
     artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch)
     try:
         library = load(artifact.path, name, artifact.command)
@@ -127,6 +130,33 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
         else:
             raise
     return _make_op(spec, library, host, artifact, path.absolute())
+
+
+def _anchored(spec: OpSpec) -> OpSpec:
+    """``spec`` with its relative paths (the source or library, the include folders, the cache) made absolute
+    against the working directory now, when the op is made: a later ``os.chdir`` or ``%cd`` must not make
+    ``with_flags``, ``compare_flags`` or a rebuild read another folder's files."""
+    path_text, _, name = spec.func.partition(":")
+    absolute = str(Path(path_text).expanduser().absolute())
+    func = f"{absolute}:{name}" if ":" not in absolute else spec.func  # a colon in the folder would split there
+    cache_dir = None if spec.cache_dir is None else Path(spec.cache_dir).expanduser().absolute()
+    flags = toolchain.anchor_include_flags(tuple(spec.flags))
+    if (func, cache_dir, flags) == (spec.func, spec.cache_dir, tuple(spec.flags)):
+        return spec
+    return replace(spec, func=func, cache_dir=cache_dir, flags=flags)
+
+
+def _load_prebuilt(path: Path, name: str, cache_dir: Path | None) -> KernelLibrary:
+    """Load a prebuilt library as its file is now: a file changed since this process loaded it is loaded from a
+    private copy (:mod:`aotbench.build.prebuilt`), since ``dlopen`` of the same path would return the old code."""
+    target, copied = prebuilt.path_to_load(path, cache_dir)
+    try:
+        return load(target, name)
+    except LoadError as exc:
+        if not copied:
+            raise
+        raise LoadError(str(path), "it changed since this process loaded it, and its copy does not load: "
+                        f"{exc.reason}", prebuilt.CHANGED_HINT.format(path=path, copy=target)) from exc
 
 
 def _make_op(spec: OpSpec, *args: Any) -> Op:

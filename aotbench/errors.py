@@ -231,6 +231,22 @@ class HostCopyWarning(UserWarning):
     """A gpu op was given a host (numpy) array: it was copied to the device for this call (said once per op)."""
 
 
+class FloatingPointEnvWarning(UserWarning):
+    """A kernel left the thread's rounding mode, exception traps or FTZ/DAZ changed; aotbench restored the
+    caller's environment after the call (said once per op)."""
+
+
+class SignalStateWarning(UserWarning):
+    """A kernel left signals blocked or SIGINT's handler replaced; aotbench restored them (said once per op)."""
+
+
+class KernelInterrupted(KeyboardInterrupt):
+    """Ctrl-C or the notebook's stop button abandoned an in-process kernel call that did not return in time.
+
+    A ``KeyboardInterrupt`` (so ``except Exception`` does not swallow it); the message says what is and is not
+    safe afterwards."""
+
+
 class WorkspaceError(AotbenchError, MemoryError):
     """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
     element count multiplied twice)."""
@@ -292,6 +308,11 @@ class DeviceUnavailableError(AotbenchError, RuntimeError):
     """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""
 
 
+class ForkedOpenMPError(AotbenchError, RuntimeError):
+    """An OpenMP (libgomp) op was called in a child made by ``os.fork()`` after the parent had run OpenMP code:
+    libgomp's thread pool does not survive a fork, and the call would hang for ever (see :mod:`aotbench.call.forking`)."""
+
+
 class KernelCrashedError(AotbenchError, RuntimeError):
     """An isolated op's worker process died during a call (a signal such as SIGSEGV, or an exit).
 
@@ -342,3 +363,28 @@ class KernelTimeoutError(AotbenchError, TimeoutError):
 
     def __str__(self) -> str:  # TimeoutError (an OSError) would otherwise format errno-style
         return self.args[0]
+
+
+class AttrTypeWarning(UserWarning):
+    """An optimised kernel built with a header other than aotbench's seems (from its source text) to read an
+    attribute as a type no attribute has (``Attr<double>``): such a header returns 0 for it. At ``-O0`` the
+    library shows it for certain, and aotbench refuses the library with :class:`AttrError` instead."""
+
+
+class IsolatedCallInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or the notebook's stop button) interrupted an isolated call: its worker process was killed and
+    reaped, the call's outputs are lost, and the next call starts a fresh worker. A ``KeyboardInterrupt``, so
+    code that catches one keeps working; IPython shows the user's frames and this one message."""
+
+    def __init__(self, function: str):
+        self.function = function
+        super().__init__(f"{function}'s isolated call was interrupted: its worker process was killed and reaped "
+                         "(the call's outputs are lost; this Python process and its variables are unharmed). The "
+                         "next call starts a fresh worker.")
+
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows it: the user's frames and the message, not aotbench's or multiprocessing's."""
+        from .notebook.tracebacks import user_traceback
+
+        lines = user_traceback(self)
+        return [*lines[:-1], f"KeyboardInterrupt ({type(self).__name__}): {self}"]

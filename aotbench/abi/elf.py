@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 
 _SHT_DYNSYM = 11
+_SHT_DYNAMIC = 6
+_DT_NEEDED = 1
 _STT_FUNC = 2
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
@@ -98,3 +100,67 @@ def mangled_matches(symbols: list[Symbol], name: str) -> list[str]:
     """C++-mangled defined functions whose plain name is ``name`` (a missing ``extern "C"``)."""
     token = re.compile(rf"(?<![0-9]){len(name)}{re.escape(name)}")  # the length prefix delimits the name
     return [s.name for s in symbols if s.defined and s.name.startswith("_Z") and token.search(s.name)]
+
+
+def needed_libraries(image: bytes) -> list[str]:
+    """The ``DT_NEEDED`` entries (``libgomp.so.1`` ...) of a 64-bit little-endian ELF image's ``.dynamic``
+    section: the libraries its loading loads; an empty list for any other format or a damaged image."""
+    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
+        return []
+    try:
+        shoff, = struct.unpack_from("<Q", image, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+        out: list[str] = []
+        for _name, kind, _flags, _addr, offset, size, link, _info, _align, _entsize in sections:
+            if kind != _SHT_DYNAMIC:
+                continue
+            strtab_offset = sections[link][4]
+            for k in range(size // 16):
+                tag, value = struct.unpack_from("<qQ", image, offset + 16 * k)
+                if tag == 0:  # DT_NULL ends the table
+                    break
+                if tag == _DT_NEEDED:
+                    start = strtab_offset + value
+                    out.append(image[start:image.index(b"\0", start)].decode("utf-8", "replace"))
+        return out
+    except (struct.error, ValueError, IndexError, OverflowError):
+        return []
+
+
+def attr_instantiations(symbols: list[Symbol]) -> list[str]:
+    """Defined C++ symbols that are instantiations of an ``AotExtra``-like class's ``Attr<T>`` (mangled: the class
+    name, possibly in a namespace, then ``4AttrI``): what a kernel read attributes as, at ``-O0`` at least."""
+    token = re.compile(r"AotExtra\w*4AttrI")
+    return [s.name for s in symbols if "4AttrI" in s.name and s.defined and token.search(s.name)]
+
+
+# What a library can write output with: C stdio and POSIX writes (the _chk forms are what -D_FORTIFY_SOURCE calls),
+# and the C++ streams (std::cout and any std::ostream's operators and members).
+_OUTPUT_FUNCTIONS = frozenset(
+    "printf vprintf fprintf vfprintf dprintf vdprintf puts putchar putc fputc fputs fwrite perror psignal "
+    "putchar_unlocked putc_unlocked fputc_unlocked fputs_unlocked fwrite_unlocked "
+    "__printf_chk __vprintf_chk __fprintf_chk __vfprintf_chk __dprintf_chk __vdprintf_chk "
+    "wprintf vwprintf fwprintf vfwprintf putwchar putwc fputwc fputws __wprintf_chk __fwprintf_chk "
+    "__vwprintf_chk __vfwprintf_chk write writev pwrite pwritev syscall stdout stderr".split())
+_OUTPUT_CXX = re.compile(r"^_ZSt\d*(?:w?cout|w?cerr|w?clog)$|^_ZNSo|^_ZNSt13basic_ostream|^_ZSt16__ostream_insert"
+                         r"|^_ZStlsI|St13basic_ostream|^_ZSt4endl|^_ZSt5flush")
+
+
+def output_symbols(symbols: list[Symbol]) -> list[str]:
+    """Undefined symbols through which a library can print (``printf``, ``std::cout`` ...), sorted: a library
+    without any cannot write to stdout itself, so its calls need no capture (:mod:`aotbench.call.prints`)."""
+    return sorted({s.name for s in symbols
+                   if not s.defined and (s.name in _OUTPUT_FUNCTIONS or _OUTPUT_CXX.search(s.name))})
+
+
+# What a library can change the signal mask or a signal's handler with (libc, and the raw syscall).
+_SIGNAL_FUNCTIONS = frozenset(
+    "sigprocmask pthread_sigmask sigsetmask sigblock sighold sigrelse sigpause sigsuspend sigaction signal "
+    "sigset sigignore bsd_signal sysv_signal __sysv_signal siginterrupt sigvec syscall".split())
+
+
+def signal_symbols(symbols: list[Symbol]) -> list[str]:
+    """Undefined symbols through which a library can block signals or replace a handler (``sigprocmask``,
+    ``signal`` ...), sorted: only such a library's calls have the signal state saved and checked by the host."""
+    return sorted({s.name for s in symbols if not s.defined and s.name in _SIGNAL_FUNCTIONS})

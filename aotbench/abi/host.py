@@ -8,15 +8,23 @@ outcome codes into aotbench errors and never lets a C++ exception reach ctypes.
 from __future__ import annotations
 
 import ctypes
+import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import AotbenchError, AttrError, KernelError
+from ..errors import (AotbenchError, AttrError, FloatingPointEnvWarning, KernelError, SignalStateWarning,
+                      user_stacklevel)
+from . import fpenv, interrupts
 from .attrs import AttrKind, TypedAttr
 
-OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER, BUSY = range(7)
-HOST_VERSION = 3
+OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER, BUSY, INTERRUPTED = range(8)
+# Bits OR-ed into an outcome: the kernel changed the floating-point environment / the signal state, and the host
+# restored it (the fast path returns on 0 only, so they cost it nothing; note_changes strips them and warns).
+FP_CHANGED, SIGNALS_CHANGED = 0x100, 0x200
+STATE_CHANGED = FP_CHANGED | SIGNALS_CHANGED
+HOST_VERSION = 4
 MAX_PARAMS = 64
 
 _c_void_p, _c_int, _c_int64, _c_size_t = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
@@ -31,7 +39,8 @@ class CallRecord(ctypes.Structure):
         ("busy", ctypes.c_int32), ("params", ctypes.POINTER(_c_void_p)), ("ndims", ctypes.POINTER(_c_int)),
         ("shapes", ctypes.POINTER(_p_int64)), ("dtypes", ctypes.POINTER(ctypes.c_char_p)),
         ("stream", _c_void_p), ("extra", _c_void_p), ("nbytes", _p_int64),
-        ("fp_set", ctypes.c_uint32), ("fp_clear", ctypes.c_uint32),
+        ("fp_set", ctypes.c_uint32), ("fp_clear", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+        ("label", ctypes.c_char_p),
     ]
 
 
@@ -65,6 +74,10 @@ _SIGNATURES = {
     "aotb_error_attr_registered": ([], _c_int),
     "aotb_error_status": ([], _c_int),
     "aotb_set_python_api": ([_c_void_p] * 7, None),
+    "aotb_install_signal_handlers": ([ctypes.c_ulong, _c_int], _c_int),
+    "aotb_take_abandoned": ([], _c_void_p),
+    "aotb_set_abort_fd": ([_c_int], None),
+    "aotb_state_report": ([ctypes.POINTER(ctypes.c_uint64)], None),
 }
 
 # CPython stable-ABI functions the host's hot path uses to read buffers and release the GIL.
@@ -103,6 +116,45 @@ class Host:
         self.call_buffers_with = pylib.aotb_call_buffers_with
         self.call_buffers_with.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object, _c_void_p]
         self.call_buffers_with.restype = _c_int
+        self._warned: set = set()  # (function, kind) pairs already warned about (note_changes)
+        self.install_signal_handlers()
+        interrupts.watch(self)
+
+    # -- signals --------------------------------------------------------------------------------------
+    def install_signal_handlers(self) -> int:
+        """(Re)install the host's SIGINT handler (the stop button abandons an endless kernel, see
+        :mod:`aotbench.abi.interrupts`) and its abort report; a syscall or two, so never per call. 1 when the SIGINT
+        handler is in place, 0 when SIGINT is ignored or has its default action (left so)."""
+        self.lib.aotb_set_abort_fd(interrupts.real_stderr_fd())
+        return self.lib.aotb_install_signal_handlers(threading.main_thread().ident or 0,
+                                                     int(interrupts.GRACE_S * 1000))
+
+    def take_abandoned(self) -> int:
+        """The address of the call record the last interrupt abandoned (0 if none), forgotten once read."""
+        return self.lib.aotb_take_abandoned() or 0
+
+    def note_changes(self, code: int, function: str) -> int:
+        """``code`` without the state-changed bits, after warning (once per function) about what they say the
+        kernel changed and the host restored."""
+        if not code & STATE_CHANGED:
+            return code
+        report = (ctypes.c_uint64 * 7)()
+        self.lib.aotb_state_report(report)
+        if code & FP_CHANGED and (function, "fp") not in self._warned:
+            self._warned.add((function, "fp"))
+            warnings.warn(FloatingPointEnvWarning(
+                f"{function} {fpenv.describe_call_change(*report[:4])}; aotbench restored the caller's "
+                "environment after the call, so numpy and Python compute as before. Set it inside the kernel only "
+                "for the code that needs it and put it back before returning (fegetenv/fesetenv). (Said once per "
+                "op.)"), stacklevel=user_stacklevel())
+        if code & SIGNALS_CHANGED and (function, "signals") not in self._warned:
+            self._warned.add((function, "signals"))
+            warnings.warn(SignalStateWarning(
+                f"{function} {fpenv.describe_signal_change(*report[4:7])}; aotbench restored the signal mask and "
+                "handler after the call, so Ctrl-C and the notebook's stop button still work. Restore them inside "
+                "the kernel before returning (pthread_sigmask with the saved set). (Said once per op.)"),
+                stacklevel=user_stacklevel())
+        return code & ~STATE_CHANGED
 
     # -- extras ---------------------------------------------------------------------------------------
     def new_extra(self, attrs: list[TypedAttr]) -> int:
@@ -167,6 +219,7 @@ class Host:
             needed = _c_int64(0)
             code = self.lib.aotb_call_infer(fn, int(multi), ndims, shapes, extra, out.ctypes.data, capacity,
                                             ctypes.byref(needed))
+            code = self.note_changes(code, function)
             if code != TOO_SMALL:
                 break
             capacity = needed.value
@@ -179,9 +232,12 @@ class Host:
         return result
 
     def raise_for(self, code: int, function: str, status: int, attrs: list[TypedAttr]) -> None:
-        """Raise the aotbench error for a host outcome code (nothing for ``OK``)."""
+        """Raise the aotbench error for a host outcome code (nothing for ``OK``; a state-changed bit warns)."""
+        code = self.note_changes(code, function)
         if code == OK:
             return
+        if code == INTERRUPTED:
+            raise interrupts.abandoned(function)
         if code == STATUS:
             raise KernelError(function, status=status if status else self.lib.aotb_error_status())
         if code == ATTR_ERROR:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AbiMismatchError, ArgumentError, FastMathWarning, LoadError, SymbolNotFoundError, user_stacklevel
-from . import elf, fpenv
+from . import attrcheck, elf, fpenv
 
 _FAST_MATH_FLAGS = ("-ffast-math", "-Ofast", "-funsafe-math-optimizations", "-ffp-contract=fast")
 # Per library path: what loading it did to the floating-point control register (dlopen runs a library's
@@ -35,6 +35,8 @@ class KernelLibrary:
     cuda_probe: int = 0
     fp_set: int = 0  # floating-point control bits its load turned on (a -ffast-math build's FTZ/DAZ), set around F
     fp_clear: int = 0  # and turned off
+    prints: bool = False  # it references printf, std::cout ...: its calls capture stdout (aotbench.call.prints)
+    signals: bool = False  # it references sigprocmask, signal ...: the host saves and checks the signal state
 
 
 def check_function_name(name: str) -> str:
@@ -61,6 +63,7 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
     foreign = elf.new_string_abi_symbols(symbols)
     if foreign:
         raise AbiMismatchError(str(path), foreign)
+    attrcheck.check(str(path), symbols, built_with)  # Attr<double> under a header that would read it as 0
     handle, change = _open(Path(path), built_with)
 
     def address(symbol: str) -> int:
@@ -74,7 +77,8 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
         raise SymbolNotFoundError(str(path), name, elf.exported_c_functions(symbols),
                                   elf.mangled_matches(symbols, name))
     return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
-                         address("aotb_cuda_last_error"), change.set, change.clear)
+                         address("aotb_cuda_last_error"), change.set, change.clear,
+                         prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)))
 
 
 def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Change]:
@@ -107,7 +111,14 @@ def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Cha
     return handle, _FP_CHANGES.get(key, fpenv.Change())
 
 
+_OPENMP_SYMBOL = re.compile(r"undefined symbol: (?:GOMP_|omp_|kmp_|__kmpc_)\w*")
+
+
 def _load_hint(reason: str) -> str:
+    openmp = _OPENMP_SYMBOL.search(reason)
+    if openmp:  # omp_get_thread_num() and the like without -fopenmp: g++ ignored the pragmas and did not link libgomp
+        return (f"{openmp.group(0).split(': ', 1)[1]} is OpenMP's: build with flags=['-fopenmp'] (it compiles the "
+                "#pragma omp lines and links libgomp, which defines the omp_* and GOMP_* functions).")
     if "undefined symbol" in reason:
         return ("The library uses a function that nothing loaded defines: add the library that provides it to "
                 "the flags (e.g. flags=['-lm']), or define the function.")

@@ -22,6 +22,7 @@ Layout under the cache directory (``AOTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -29,6 +30,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 import stat
 import tempfile
 import time
@@ -54,10 +56,17 @@ class CacheError(AotbenchError, OSError):
 def default_cache_dir() -> Path:
     """The cache directory to use when none is given, computed at call time from the environment."""
     env = os.environ.get("AOTBENCH_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotbench"
+    try:
+        if env:
+            return Path(env).expanduser()
+        return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotbench"
+    except RuntimeError as exc:  # no HOME and no password-file entry for this uid: "~" means nothing
+        home = repr(os.environ["HOME"]) if "HOME" in os.environ else "unset"
+        raise CacheError(
+            f"cannot find a place for the aotbench cache: {exc} (HOME is {home} and uid {os.getuid()} has no "
+            "entry in the password file). Set "
+            "AOTBENCH_CACHE_DIR (or XDG_CACHE_HOME, or HOME) to a writable directory, or pass cache_dir=.") from exc
 
 
 def prepare(root: Path) -> Path:
@@ -71,7 +80,7 @@ def prepare(root: Path) -> Path:
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         check_private(root)
-        for sub in ("index", "locks", "tmp", "pch"):
+        for sub in CACHE_FOLDERS:
             (root / sub).mkdir(mode=0o700, exist_ok=True)
             check_private(root / sub, root)
     except CacheError:
@@ -87,6 +96,32 @@ def prepare(root: Path) -> Path:
             "at a writable directory."
         )
     return root
+
+
+#: Every folder of the cache that aotbench reads from or writes to; :func:`prepare` makes each and refuses one
+#: that another user owns or could write.
+CACHE_FOLDERS = ("index", "locks", "tmp", "pch", "cells", "travel", "prebuilt")
+
+
+def disk_full_error(root: Path, detail: str) -> CacheError:
+    """The :class:`CacheError` for a cache whose disk (or quota) is full: where, how much is free, the fix."""
+    try:
+        free = f"{shutil.disk_usage(root).free / 2**20:.1f} MiB free there now"
+    except OSError:
+        free = "its free space unknown"
+    return CacheError(
+        f"the disk holding the aotbench cache {root} is full ({detail}; {free}). Free some space (python -m "
+        "aotbench cache prune --max-size ...) or point AOTBENCH_CACHE_DIR (or cache_dir=) at a folder on "
+        "another disk.")
+
+
+#: What a compiler or the OS says when the disk or the user's quota is full.
+DISK_FULL_MESSAGES = ("No space left on device", "Disk quota exceeded")
+
+
+def is_disk_full(exc: OSError) -> bool:
+    """True for the OSError of a write that failed because the disk or the user's quota is full."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def check_private(directory: Path, root: Path | None = None) -> None:
@@ -176,20 +211,27 @@ os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 @dataclass(frozen=True)
 class DepStamp:
-    """An included file as it was when a build used it."""
+    """An included file as it was when a build used it: size, mtime, content hash, and the identity of the file
+    the path led to (device, inode, ctime; of a symlink's target, since ``os.stat`` follows links). An entry
+    written before the identity was recorded has None there and is judged by its content."""
 
     path: str
     size: int
     mtime_ns: int
     sha256: str
+    dev: int | None = None
+    ino: int | None = None
+    ctime_ns: int | None = None
 
     def still_valid(self) -> bool:
-        """True when the file is unchanged: same size and mtime, or (if touched) the same content."""
+        """True when the file is unchanged: the same file (inode, ctime) with the same size and mtime, or
+        (after any replacement: ``cp -p``, ``tar``, ``rsync -t``, a re-pointed symlink) the same content."""
         try:
             st = os.stat(self.path)
         except OSError:
             return False
-        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns and not _racy(st.st_mtime_ns):
+        if (st.st_size == self.size and st.st_mtime_ns == self.mtime_ns and st.st_ino == self.ino
+                and st.st_ctime_ns == self.ctime_ns and st.st_dev == self.dev and not _racy(st)):
             return True
         try:
             return st.st_size == self.size and sha256_file(Path(self.path)) == self.sha256
@@ -198,24 +240,27 @@ class DepStamp:
 
 
 def stamp(path: str) -> DepStamp:
-    """Size, mtime and content hash of an included file (the hash is memoised per size and mtime)."""
+    """Size, mtime, identity and content hash of an included file (the hash is memoised per stat identity)."""
     st = os.stat(path)
-    if _racy(st.st_mtime_ns):
-        return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)))
-    return _stamp(path, st.st_size, st.st_mtime_ns)
+    if _racy(st):
+        return DepStamp(path, st.st_size, st.st_mtime_ns, sha256_file(Path(path)), st.st_dev, st.st_ino,
+                        st.st_ctime_ns)
+    return _stamp(path, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 @lru_cache(maxsize=4096)
-def _stamp(path: str, size: int, mtime_ns: int) -> DepStamp:
+def _stamp(path: str, size: int, mtime_ns: int, dev: int, ino: int, ctime_ns: int) -> DepStamp:
     # System headers appear in every build; hashing them once per process keeps a cold build near the bare
-    # compiler's time. Only files whose mtime is old enough to be trusted get here (see _racy).
-    return DepStamp(path, size, mtime_ns, sha256_file(Path(path)))
+    # compiler's time. Only files whose mtime and ctime are old enough to be trusted get here (see _racy); the
+    # inode and ctime in the key make a replacement with the same size and mtime hash again.
+    return DepStamp(path, size, mtime_ns, sha256_file(Path(path)), dev, ino, ctime_ns)
 
 
-def _racy(mtime_ns: int) -> bool:
-    """True for a file modified in the last two seconds: a rewrite within the filesystem's timestamp
-    granularity could leave size and mtime unchanged, so such a file is always judged by its content."""
-    return time.time_ns() - mtime_ns < RACY_WINDOW_NS
+def _racy(st: os.stat_result) -> bool:
+    """True for a file modified (or its inode changed) in the last two seconds: a rewrite within the
+    filesystem's timestamp granularity could leave size, mtime and ctime unchanged, so such a file is always
+    judged by its content."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_WINDOW_NS
 
 
 _DATA_SUFFIX = re.compile(r"\.(?!(?:h|hh|hpp|hxx|h\+\+|cuh|inc|inl|ipp|tcc|tpp|def)$)[A-Za-z0-9+_-]+$")

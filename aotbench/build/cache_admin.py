@@ -158,8 +158,9 @@ def prune(root: Path, max_bytes: int | None = None, everything: bool = False, dr
                 remove(entry.library)
             if base is not None:
                 _prune_index(root, base, gone, dry_run, remove)
-    if everything:  # the sources of cells, and those ops that travelled here carried: rewritten on their next use
-        for kept in (root / "cells", root / "travel"):
+    if everything:  # the sources of cells, those ops that travelled here carried, and the copies of rebuilt prebuilt
+        # libraries: rewritten on their next use
+        for kept in (root / "cells", root / "travel", root / "prebuilt"):
             for path in sorted((p for p in sizes if p.is_relative_to(kept)), key=str):
                 remove(path)
             if not dry_run and kept.is_dir():

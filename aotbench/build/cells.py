@@ -66,9 +66,10 @@ def _block_body(text: str, start: int) -> str:
 def write_cell_source(cell: str, name: str, target: str, cache_dir: Path | None = None) -> Path:
     """Write ``cell`` where the compiler will read it and return the path.
 
-    The file is content-addressed (``<cache>/cells/<name>-<hash>/<name>.cc``, ``.cu`` for gpu) and never
-    rewritten, so two notebooks using one name cannot race. Its first line is ``#line 1 "<cell>"``, so every
-    diagnostic names the cell and counts the cell's own lines.
+    The file is content-addressed (``<cache>/cells/<name>-<hash>/<name>.cc``, ``.cu`` for gpu), so two notebooks
+    using one name cannot race. The cell's text wins over the file: a file edited (or damaged) since it was
+    written is replaced, atomically, with the cell's text, so what is compiled is always the cell. Its first
+    line is ``#line 1 "<cell>"``, so every diagnostic names the cell and counts the cell's own lines.
     """
     if not _NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not a C identifier")
@@ -81,6 +82,16 @@ def write_cell_source(cell: str, name: str, target: str, cache_dir: Path | None 
     folder = root / "cells" / f"{name}-{digest}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = folder / f"{name}{suffix}"
-    if not path.exists():
-        cache.write_atomic(path, text.encode())
+    data = text.encode()
+    try:
+        same = path.read_bytes() == data
+    except OSError:
+        same = False  # missing or unreadable: write it
+    if not same:
+        try:
+            cache.write_atomic(path, data)
+        except OSError as exc:
+            if cache.is_disk_full(exc):
+                raise cache.disk_full_error(root, f"writing the cell's source {path.name}: {exc.strerror}") from exc
+            raise
     return path

@@ -23,7 +23,7 @@ from pathlib import Path
 from .._version import HEADER_VERSION, __version__
 from ..abi import elf
 from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
-from . import cache, hostflags, nvcc, pch, toolchain
+from . import cache, hostflags, instantiation, nvcc, pch, subproc, toolchain
 from .cache import parse_depfile
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
@@ -274,12 +274,21 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
     tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
     argv_run = [*recipe.command(tmp_lib), *recipe.run_extra, "-MD", "-MF", str(dep_file)]
     listings = [[d, cache.listing_hash(d)] for d in search_dirs]
-    marker.touch()
+    try:
+        marker.touch()
+    except OSError as exc:
+        if cache.is_disk_full(exc):
+            raise cache.disk_full_error(root, f"creating {marker.name} in tmp/: {exc.strerror}") from exc
+        raise
     started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
     started = time.perf_counter()
     try:
         proc = _run(argv_run, verify)
         elapsed = time.perf_counter() - started
+        full = next((m for m in cache.DISK_FULL_MESSAGES if m in proc.stdout), None)
+        if proc.returncode != 0 and full is not None:  # the compiler could not write into tmp/: not the kernel's
+            line = next(ln for ln in proc.stdout.splitlines() if full in ln)
+            raise cache.disk_full_error(root, f"the compiler said: {line.strip()}")
         if proc.returncode != 0:
             documented = recipe.command(root / f"{stem}-<key>.so")
             raise CompileError(documented, proc.returncode, proc.stdout, parse_diagnostics(proc.stdout))
@@ -291,7 +300,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
                 if p != own and not p.startswith(pch_files)]
         # A file saved while the compiler ran may not be what it read: publish the library under a unique
         # name but do not index it, so the next build compiles again.
-        unstable = source.read_bytes() != source_bytes or any(d.mtime_ns > started_fs_ns for d in deps)
+        unstable = source.read_bytes() != source_bytes or any(
+            max(d.mtime_ns, d.ctime_ns or 0) > started_fs_ns for d in deps)
         salt = uuid.uuid4().hex if unstable else ""
         key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps) + salt).encode()).hexdigest()[:20]}"
         lib = root / f"{key}.so"
@@ -324,19 +334,9 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
 
 
 def _run(argv: list[str], during: Callable[[], None] | None) -> subprocess.CompletedProcess:
-    """``subprocess.run`` of the compiler (output and errors together), calling ``during`` while it runs."""
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                          stdin=subprocess.DEVNULL) as proc:
-        try:
-            try:
-                if during is not None:
-                    during()
-            finally:
-                out, _ = proc.communicate()  # it finishes either way: nothing writes into tmp/ after we return
-        except BaseException:
-            proc.kill()
-            raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out)
+    """``subprocess.run`` of the compiler (output and errors together), calling ``during`` while it runs; an
+    interrupt ends the compiler's whole process group (:mod:`.subproc`)."""
+    return subproc.run(argv, during)
 
 
 def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, entry: dict | None) -> None:
@@ -354,6 +354,8 @@ def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, ent
                 os.unlink(path)
             except OSError:
                 pass
+        if cache.is_disk_full(exc):
+            raise cache.disk_full_error(root, f"writing the library and its manifest: {exc.strerror}") from exc
         raise cache.CacheError(f"cannot write the build into the cache {root}: {exc.strerror or exc}. Free some "
                                "space (python -m aotbench cache prune --max-size ...) or point AOTBENCH_CACHE_DIR "
                                "elsewhere.") from exc
@@ -361,10 +363,12 @@ def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, ent
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:
     """GCC-style ``file:line:col: severity: message`` lines and nvcc's front end's ``file(line): severity:
-    message`` lines (``warning #177-D:``; a "catastrophic error" is a fatal one), in the order they came."""
+    message`` lines (``warning #177-D:``; a "catastrophic error" is a fatal one), in the order they came; an error
+    inside a template in a header (aotbench's ``Attr<T>`` assertion) is located at the user's line instantiating it
+    (:mod:`.instantiation`)."""
     found = [(m.start(), Diagnostic(m["file"], int(m["line"]), int(m["col"]) if m["col"] else None, m["sev"],
                                     m["msg"].strip())) for m in _DIAGNOSTIC.finditer(log)]
     found += [(m.start(), Diagnostic(m["file"], int(m["line"]), None,
                                      "fatal error" if m["sev"] == "catastrophic error" else m["sev"],
                                      m["msg"].strip())) for m in _NVCC_DIAGNOSTIC.finditer(log)]
-    return [d for _, d in sorted(found, key=lambda item: item[0])]
+    return instantiation.relocate(log, found)  # a header template's error moves to the line instantiating it

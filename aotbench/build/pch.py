@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import AotbenchError
-from . import cache, hostflags, toolchain
+from . import cache, hostflags, subproc, toolchain
 
 HEADER = "custom_aot_extra.h"
 SWITCH = "AOTBENCH_PCH"  # "0", "off", "false" or "no": every build uses the documented command
@@ -250,8 +250,7 @@ def _build(pch: Pch) -> dict | None:
     listings = [[d, cache.listing_hash(d)] for d in pch.search_dirs]
     started = time.perf_counter()
     try:
-        proc = subprocess.run([*argv, "-MD", "-MF", str(dep)], check=False, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace", stdin=subprocess.DEVNULL)
+        proc = subproc.run([*argv, "-MD", "-MF", str(dep)])  # its own process group: an interrupt ends all of it
         if proc.returncode != 0 or proc.stdout.strip() or not _is_pch(out):
             return {"state": "refused", "argv": argv, "returncode": proc.returncode, "log": proc.stdout[-4000:]}
         deps = [cache.stamp(p) for p in map(os.path.abspath, cache.parse_depfile(dep.read_text()))]

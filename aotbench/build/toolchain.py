@@ -76,6 +76,28 @@ def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
     return [os.path.abspath(d) for d in dict.fromkeys(dirs)]
 
 
+def anchor_include_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """``flags`` with each relative include folder (-I, -iquote, -isystem, -idirafter, joined or as the next
+    argument) made absolute against the working directory now: the compiler would resolve it against the
+    working directory of the build, which a later ``os.chdir`` or ``%cd`` changes. Absolute ones are kept."""
+    out, pending = [], False
+    for flag in flags:
+        if pending:
+            out.append(os.path.abspath(flag) if flag else flag)
+            pending = False
+            continue
+        option = next((o for o in INCLUDE_OPTIONS if flag.startswith(o)), None)
+        if option is not None and flag == option:
+            pending = True
+            out.append(flag)
+        elif option is not None and not (option == "-I" and flag.startswith("-I-")) \
+                and not os.path.isabs(flag[len(option):]):
+            out.append(option + os.path.abspath(flag[len(option):]))
+        else:
+            out.append(flag)
+    return tuple(out)
+
+
 def include_home(path: str, folders: list[str]) -> str | None:
     """The folder an included file was found from: the longest of ``folders`` that holds it, or None."""
     holding = [f for f in folders if path.startswith(f.rstrip("/") + "/")]

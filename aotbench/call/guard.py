@@ -28,6 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ContractViolation, ContractWarning, user_stacklevel
+from . import prints
+from .inputs import CHUNK_BYTES, SHOW_INDICES, dtype_hint, input_writes, snapshot, writable
+from .inputs import chunks as _chunks
+from .inputs import words as _words
+from .plan import fill_values
 
 if TYPE_CHECKING:
     from ..op.op import Op
@@ -39,7 +44,6 @@ MAX_GUARD_AFTER = 64 << 20  # the guard after a buffer grows with it up to this
 CANARY = 0xCB
 OUTPUT_SENTINEL = 0x5A  # poison byte for integer, bool and other non-float outputs
 OUTPUT_SENTINEL_2 = 0xA5  # the confirming run's (a kernel that really wrote 0x5A bytes writes them again)
-CHUNK_BYTES = 1 << 22  # buffers are inspected this much at a time: memory stays bounded for any output
 # Output poison: quiet NaNs with a payload of their own, so a NaN the kernel computed (which carries the payload
 # of the NaN it read, e.g. workspace poison) is told apart from an element it never wrote.
 _OUTPUT_NAN = {2: np.array([0x7E5A], np.uint16), 4: np.array([0x7FC0A5A5], np.uint32),
@@ -49,7 +53,6 @@ _OUTPUT_NAN_2 = {2: np.array([0x7E35], np.uint16), 4: np.array([0x7FC05A5A], np.
 # Workspace poison: a NaN whether read as float32 (both halves) or float64; the confirming run's differs.
 WORKSPACE_POISON = np.array([0x7FF800007FC00000], dtype=np.uint64).view(np.uint8)
 WORKSPACE_POISON_2 = np.array([0x7FFD5A5A7FE5A5A5], dtype=np.uint64).view(np.uint8)
-SHOW_INDICES = 5
 ISOLATE_HINT = ("a write further than that would corrupt this process's memory: run the op with isolate=True "
                 "(or %%aot_kernel --isolate) to try it in a worker process")
 
@@ -135,12 +138,6 @@ def _fill(region: np.ndarray, pattern: np.ndarray) -> None:
     elif whole:
         region[:whole].reshape(-1, k)[:] = pattern
     region[whole:] = pattern[:n - whole]
-
-
-def _chunks(n: int, step: int, reverse: bool = False) -> Iterator[tuple[int, int]]:
-    starts = range(0, n, step)
-    for start in reversed(starts) if reverse else starts:
-        yield start, min(start + step, n)
 
 
 def _changed_span(region: np.ndarray, pattern: np.ndarray | int) -> tuple[int, int] | None:
@@ -231,19 +228,29 @@ def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None)
     """
     sizes = [_nbytes(shape, dtype) for shape, dtype in plan.outputs]
     largest = max([a.nbytes for a in arrays] + sizes + [0])
+    readonly: list[bool] = [False] * len(arrays)
+    if device is None:  # read-only inputs copied; device inputs are the mirror's business
+        arrays, readonly = writable(arrays)
+    inputs_before = snapshot(arrays) if device is None else []
     first = _prepare(plan, largest, 0)
-    _call(op, plan, arrays, first, device)
+    with prints.shown(plan.prints):  # what the kernel prints is shown once: the confirming run's is dropped
+        _call(op, plan, arrays, first, device)
+    findings: list[str] = []
+    written = input_writes(arrays, inputs_before, readonly, findings)
     suspicious = any(_suspicious(dtype, out) for (_, dtype), out in zip(plan.outputs, first.outputs)) or any(
         _unfilled(raw, requested) for (requested, _), raw in zip(plan.workspaces, first.ws_raw))
     second = None
     if suspicious:
+        for k in written:  # the confirming run sees the inputs the first one saw (an in-place kernel)
+            np.copyto(arrays[k], inputs_before[k])
         second = _prepare(plan, largest, 1)
-        _call(op, plan, arrays, second, device)
+        with prints.discarded(plan.prints):
+            _call(op, plan, arrays, second, device)
 
     violations: list[str] = []
-    findings: list[str] = []
+    in_dtypes = [str(a.dtype) for a in arrays]
     buffers = [_inspect_output(f"output {i}", shape, dtype, first.out_raw[i], first.outputs[i],
-                               second.outputs[i] if second else None, violations, findings)
+                               second.outputs[i] if second else None, violations, findings, in_dtypes)
                for i, (shape, dtype) in enumerate(plan.outputs)]
     buffers += [_inspect_workspace(f"workspace {j}", requested, allocated, raw, violations, findings)
                 for j, ((requested, allocated), raw) in enumerate(zip(plan.workspaces, first.ws_raw))]
@@ -253,13 +260,6 @@ def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None)
                 findings.append(f"{b.name}: the kernel wrote only its first {b.extent} of {b.size} bytes, and read "
                                 "the rest: check the loop that fills it")
     return GuardedRun(first.outputs, buffers, violations, findings, [r.size for r in first.out_raw])
-
-
-def _words(data: np.ndarray) -> np.ndarray:
-    """An output's elements as unsigned words of their size (or rows of bytes for other sizes), flat."""
-    item = data.dtype.itemsize
-    flat = data.reshape(-1)
-    return flat.view(f"u{item}") if item in (1, 2, 4, 8) else flat.view(np.uint8).reshape(-1, item)
 
 
 def _is_poison(words: np.ndarray, poison: np.ndarray) -> np.ndarray:
@@ -287,9 +287,10 @@ def _suspicious(dtype: np.dtype, data: np.ndarray) -> bool:
     return False
 
 
-def _inspect_output(name, shape, dtype, raw, data, again, violations, findings) -> BufferReport:
+def _inspect_output(name, shape, dtype, raw, data, again, violations, findings, in_dtypes=()) -> BufferReport:
     """Guards, unwritten elements and poison-dependent values of one output; ``again`` is the same output of
-    the confirming run (None when the first run showed nothing suspicious)."""
+    the confirming run (None when the first run showed nothing suspicious); ``in_dtypes`` the inputs' dtypes
+    (named when the bytes written suggest the kernel expects another dtype)."""
     nbytes = data.nbytes
     report = BufferReport(name, nbytes)
     before = _changed_span(raw[:GUARD_BEFORE], CANARY)
@@ -302,7 +303,8 @@ def _inspect_output(name, shape, dtype, raw, data, again, violations, findings) 
         whole = (f" (the whole guard: maybe further; {ISOLATE_HINT})"
                  if report.written_past_end == raw.size - GUARD_BEFORE - nbytes else "")
         violations.append(f"{name}: the kernel wrote {report.written_past_end} bytes past the end of its "
-                          f"{nbytes}-byte buffer{whole}; check which shape its output loop uses")
+                          f"{nbytes}-byte buffer{whole}; check which shape its output loop uses"
+                          f"{dtype_hint(dtype, nbytes, nbytes + report.written_past_end, in_dtypes)}")
     if again is None or not data.size:
         return report
     words, words2 = _words(data), _words(again)
@@ -325,8 +327,10 @@ def _inspect_output(name, shape, dtype, raw, data, again, violations, findings) 
     report.first_unwritten = [tuple(int(v) for v in np.unravel_index(k, shape)) for k in first]
     report.nonfinite, report.changed = nonfinite, changed
     if report.unwritten:
+        span = _changed_span(raw[GUARD_BEFORE:GUARD_BEFORE + nbytes], poison)
+        hint = dtype_hint(dtype, nbytes, span[1] + 1, in_dtypes) if span and span[0] < dtype.itemsize else ""
         findings.append(f"{name}: {report.unwritten} of {data.size} elements were never written (first at "
-                        f"{', '.join(map(str, report.first_unwritten))})")
+                        f"{', '.join(map(str, report.first_unwritten))}){hint}")
     if nonfinite:
         findings.append(f"{name}: {nonfinite} written values are NaN or Inf — likely the poison of "
                         "workspace or output memory the kernel read before writing it")
@@ -375,6 +379,7 @@ def first_call(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None) 
         raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers), guarded=True)
     if run.findings:
         warn_findings(op.name, [tuple(a.shape) for a in arrays], run.findings)
+    plan.fill = fill_values(plan.outputs, run.buffers)
     # An output that is most of its guarded buffer is returned as a view into it (no copy of a large output);
     # a small one is copied, so that its guards (up to MAX_GUARD_AFTER) are not kept alive with it.
     result = tuple(device.upload(o) if device else (o if 2 * o.nbytes >= raw else o.copy())

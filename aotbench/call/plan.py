@@ -18,7 +18,7 @@ from ..abi.dtypes import dtype_string
 from ..abi.host import MAX_PARAMS, CallRecord, Host
 from ..abi.library import KernelLibrary
 from ..errors import ArgumentError, ShapeError, WorkspaceError
-from . import memory, rules
+from . import forking, memory, rules
 from .spec import OpSpec
 
 WORKSPACE_ALIGNMENT = 64
@@ -74,8 +74,9 @@ class Plan:
     the number of calls that ever ran at once).
     """
 
-    __slots__ = ("__weakref__", "_allocate", "_name", "_spares", "address", "attrs", "dtype0", "extra", "keepalive",
-                 "n_in", "outputs", "own_workspaces", "record", "shape0", "single", "workspaces")
+    __slots__ = ("__weakref__", "_allocate", "_name", "_spares", "address", "attrs", "dtype0", "extra", "fill",
+                 "keepalive", "n_in", "outputs", "own_workspaces", "prints", "record", "release", "shape0", "single",
+                 "workspaces")
 
     def __init__(self, host: Host, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
                  keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr],
@@ -95,8 +96,13 @@ class Plan:
         self._name = name
         self._allocate = allocate or host_workspace
         self._spares: list[WorkspaceSet] = []
+        self.prints = False  # its library can write to stdout: calls capture it (aotbench.call.prints)
+        # Per output, what calls fill it with before the kernel runs (fill_values, below): set when the guarded
+        # first call found unwritten outputs; such a plan is kept off the fast path's key (Op._call_slow).
+        self.fill: tuple | None = None
         # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
-        weakref.finalize(self, host.free_extra, extra)
+        # (An interrupted call's plan is retired with release.detach(): its kernel data may be inconsistent.)
+        self.release = weakref.finalize(self, host.free_extra, extra)
 
     def checkout(self) -> WorkspaceSet:
         """A set of workspaces no other running call uses (from the pool, or newly allocated)."""
@@ -108,6 +114,34 @@ class Plan:
     def checkin(self, workspaces: WorkspaceSet) -> None:
         """Give back a set from :meth:`checkout` once its call has finished with it."""
         self._spares.append(workspaces)
+
+
+def fill_values(outputs: list[tuple[tuple[int, ...], np.dtype]], buffers: list) -> tuple | None:
+    """What later calls of a signature fill each output with before the kernel runs (``Plan.fill``), when its
+    guarded run found output elements never written or computed from memory the kernel never wrote
+    (``buffers``: the guard's BufferReports): those places then show :func:`fill_value` at every call, never
+    the previous contents of reused memory. None when it found neither (the outputs stay ``np.empty``)."""
+    if not any(b.unwritten or b.changed for b in buffers if b.name.startswith("output")):
+        return None
+    return tuple(fill_value(np.dtype(dtype)) for _, dtype in outputs)
+
+
+def fill_value(dtype: np.dtype) -> object:
+    """The value an output of ``dtype`` is filled with (see :func:`fill_values`): NaN for floating types (what
+    the guarded call showed; NaN+NaNj for complex), the smallest value for signed integers (-2147483648 for
+    int32), the largest for unsigned ones (4294967295 for uint32), False for bool."""
+    if dtype.kind == "c":
+        return complex(np.nan, np.nan)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if dtype.kind == "i" else info.max
+    if dtype.kind == "b":
+        return False
+    try:
+        np.array(np.nan, dtype=dtype)  # float types, and bfloat16 from ml_dtypes
+        return np.nan
+    except (TypeError, ValueError):
+        return 0
 
 
 def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
@@ -169,9 +203,10 @@ def check_memory(name: str, outputs: list[tuple[tuple[int, ...], np.dtype]], lim
 
 
 def signature_key(arrays, call_attrs) -> tuple:
-    """The key a plan is kept under: the inputs' shapes and dtypes, then the call attributes' values (by repr:
-    0.0 and -0.0 differ, and NaN equals itself)."""
-    key = tuple([(a.shape, a.dtype) for a in arrays])
+    """The key a plan is kept under: the inputs' shapes, dtypes and types, then the call attributes' values (by
+    repr: 0.0 and -0.0 differ, and NaN equals itself). The type keeps an ndarray subclass the slow path refuses
+    (a masked array) from finding the plan a plain array of its shape made."""
+    key = tuple([(a.shape, a.dtype, type(a)) for a in arrays])
     if call_attrs:
         key += tuple((t.kind, repr(t.value)) for t in call_attrs)
     return key
@@ -186,6 +221,7 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
     says where workspaces live (host memory by default, device memory for a gpu op), ``memory_limit`` how many
     bytes they and the outputs may take there and what that limit is called (default: this machine's memory).
     """
+    forking.before_run(lib)  # an OpenMP op in a child forked after OpenMP ran would hang: refused there
     limit, where = memory_limit or (memory.host_limit_bytes(), "this machine's memory")
     name = lib.name
     in_shapes = [tuple(int(d) for d in a.shape) for a in arrays]
@@ -233,10 +269,12 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
                             shapes=ctypes.cast(shape_ptrs, ctypes.POINTER(_p_int64)),
                             dtypes=ctypes.cast(dtype_strs, ctypes.POINTER(ctypes.c_char_p)),
                             stream=None, extra=extra, nbytes=ctypes.cast(nbytes, _p_int64),
-                            fp_set=lib.fp_set, fp_clear=lib.fp_clear)
+                            fp_set=lib.fp_set, fp_clear=lib.fp_clear, flags=1 if lib.signals else 0,
+                            label=f"op {name} (kernel {name} in {lib.path})".encode(errors="replace"))
         keepalive += [params, nbytes, ndims, shape_ptrs, dtype_strs, dims]
         plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
                     attrs, own, name, allocate_workspace, single=not spec.returns_tuple)
+        plan.prints = lib.prints
     except BaseException:
         host.free_extra(extra)
         raise

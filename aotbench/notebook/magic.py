@@ -20,7 +20,7 @@ from ..abi import elf
 from ..build import cells
 from ..build import compile as build
 from ..custom import Custom
-from ..errors import CompileError
+from ..errors import CompileError, ShapeError
 from ..op.op import Op
 
 
@@ -102,6 +102,14 @@ class AotMagics(Magics):
                         arch=unquote(args.arch) if args.arch else None,
                         isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s,
                         sanitize=args.sanitize, guard=not args.no_guard)
+        except ShapeError as err:
+            if args.out_shape is not None or "InferShape" not in str(err):
+                raise
+            raise ShapeError(  # the same error in the words of the magic line, not of Custom(out_shape=)
+                f"{func} has no {func}InferShape and the cell has no --out-shape, so the output shape is unknown. "
+                "Add --out-shape to the magic line (a shape such as --out-shape \"(4,)\", or a function of the input "
+                f"shapes such as --out-shape \"lambda x: x\"), or define extern \"C\" std::vector<int64_t> "
+                f"{func}InferShape(int *ndims, int64_t **shapes, AotExtra *extra) in the cell.") from None
         except CompileError as err:
             err.sources[cells.CELL_LABEL] = cell
             previous = self.shell.user_ns.get(name)

@@ -5,11 +5,13 @@ defines it, calling :func:`user_traceback`). A learner's cell that calls ``op(x)
 error's sentences, not half a dozen frames of aotbench's plan, guard and host code. Left out: frames in this
 package, in IPython or ipykernel (the machinery that ran the cell), and frames that set ``__tracebackhide__``
 (IPython's convention). A cause that is not aotbench's (the user's ``out_shape`` function raising, say) is shown
-first, as Python does.
+first, as Python does. A ``%%aot_kernel`` cell's frame is shown as its magic line, not as the
+``get_ipython().run_cell_magic(...)`` call IPython runs, which holds the whole cell on one line.
 """
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import sys
@@ -18,6 +20,7 @@ from types import TracebackType
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # all of aotbench
 _HEADER = "Traceback (most recent call last; aotbench's own frames are left out):"
+_CELL_MAGIC_CALL = "get_ipython().run_cell_magic("
 
 
 def _machinery_dirs() -> tuple[str, ...]:
@@ -52,9 +55,22 @@ def user_frames(tb: TracebackType | None) -> list[str]:
         where = f"{label}, line {lineno}" if label else f'File "{filename}", line {lineno}, in {frame.f_code.co_name}'
         out.append(f"  {where}")
         text = linecache.getline(filename, lineno, frame.f_globals).strip()
+        if label and text.startswith(_CELL_MAGIC_CALL):
+            text = _magic_line(text) or "%%(a cell magic)"  # not the whole cell, folded onto one line
         if text:
             out.append(f"    {text}")
     return out
+
+
+def _magic_line(call: str) -> str | None:
+    """``%%aot_kernel cpu --isolate`` for the line IPython runs a magic cell as,
+    ``get_ipython().run_cell_magic('aot_kernel', 'cpu --isolate', '<the whole cell>')``."""
+    try:
+        node = ast.parse(call, mode="eval").body
+        name, line = (ast.literal_eval(a) for a in node.args[:2])  # type: ignore[attr-defined]
+    except (SyntaxError, ValueError, AttributeError, TypeError):
+        return None
+    return f"%%{name} {line}".rstrip() if isinstance(name, str) and isinstance(line, str) else None
 
 
 def _message(exc: BaseException) -> list[str]:

@@ -18,14 +18,16 @@ import numpy as np
 
 from ..abi.attrs import TypedAttr, describe, typed
 from ..abi.dtypes import dtype_string
+from ..abi import interrupts
 from ..abi.host import BAD_BUFFER, BUSY, Host
 from ..abi.library import KernelLibrary
 from ..build.compile import Artifact
-from ..call import guard, rules
-from ..call.plan import MAX_RANK, Plan, call_infer_shape, make_plan, signature_key, workspace_allocation
+from ..call import forking, guard, prints, rules
+from ..call.plan import Plan, make_plan, signature_key, workspace_allocation
 from ..call.spec import OpSpec, parse_flags
 from ..codeview.inspection import CodeViews
 from ..device import seam
+from .accessors import Accessors
 from ..errors import ArgumentError, ContractViolation, ShapeError
 
 MAX_PLANS = 64
@@ -34,15 +36,24 @@ MAX_PLANS = 64
 _LIVE_OPS: weakref.WeakSet = weakref.WeakSet()
 
 
+_ORPHANED_PLANS: list = []  # in a forked child: OpenMP ops' plans, kept so that no kernel code frees them there
+_FILLED = ("filled",)  # appended to the key of a plan with fill values: the fast path's key never finds it
+
+
 def _after_fork_in_child() -> None:
+    openmp_ran = forking.after_fork_in_child()
     for op in list(_LIVE_OPS):
         op._lock = threading.Lock()
+        if openmp_ran and op._plans and forking.uses_libgomp(op.library):
+            # libgomp's threads are gone: the next call takes the slow path, which refuses (call.forking)
+            _ORPHANED_PLANS.extend(op._plans.values())
+            op._plans.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Op(CodeViews):
+class Op(Accessors, CodeViews):
     """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
 
     def __init__(self, spec: OpSpec, library: KernelLibrary, host: Host, artifact: Artifact | None = None,
@@ -51,6 +62,9 @@ class Op(CodeViews):
         self._host = host
         self._plans: dict = {}
         self._lock = threading.Lock()
+        # Bumped by every _adopt: a plan is kept only if made on the generation it is stored under (see
+        # _call_slow), so the fast path never holds a plan of a library the op no longer has.
+        self._generation = 0
         self._reload_callbacks: list = []
         self._reload_error_callbacks: list = []
         self._check_next_call = False
@@ -151,6 +165,7 @@ class Op(CodeViews):
         every callback registered with :meth:`on_reload` runs.
         """
         with self._lock:
+            self._generation += 1
             self._plans.clear()
             self._spec = other._spec
             self._host = other._host
@@ -209,15 +224,39 @@ class Op(CodeViews):
         if self._spec.call_attrs:
             return self._call_slow(args)
         try:
-            plan = self._plans[tuple([(a.shape, a.dtype) for a in args])]
+            plan = self._plans[tuple([(a.shape, a.dtype, type(a)) for a in args])]  # as plan.signature_key
         except (AttributeError, KeyError, TypeError):
             plan = None  # leave the except block first, so errors raised below are not chained to a KeyError
         if plan is None:
             return self._call_slow(args)
-        return self._invoke(plan, args)
+        try:  # free until raised (3.11): the stop button on an endless kernel (see aotbench.abi.interrupts)
+            return self._invoke(plan, args)
+        except KeyboardInterrupt as exc:
+            abandoned = self._abandoned(exc)
+            if abandoned is None:
+                raise
+            raise abandoned from None
+
+    def _abandoned(self, exc: KeyboardInterrupt) -> KeyboardInterrupt | None:
+        """After a KeyboardInterrupt in a call: if the host abandoned the call's kernel (it did not return in time
+        after SIGINT), retire the call's plan without freeing its kernel data and return the honest
+        :class:`~aotbench.errors.KernelInterrupted`; None for an ordinary interrupt."""
+        address = self._host.take_abandoned()
+        if not address:
+            return None
+        plan = interrupts.PLANS.pop(address, None)
+        if plan is not None:
+            with self._lock:
+                for key in [k for k, p in self._plans.items() if p is plan]:
+                    del self._plans[key]
+            interrupts.retire(plan)
+        return exc if isinstance(exc, interrupts.KernelInterrupted) else interrupts.abandoned(self.name)
 
     def _invoke(self, plan: Plan, arrays: tuple) -> Any:
         """Allocate the outputs and call the kernel: one ctypes call on the fast path."""
+        if plan.prints and prints.needs_capture():  # a library that can print: its stdout shown in order
+            with prints.shown():
+                return self._invoke(plan, arrays)
         if plan.single:
             out = np.empty(plan.shape0, plan.dtype0)
             code = self._host.call_buffers(plan.address, arrays, (out,))
@@ -233,12 +272,14 @@ class Op(CodeViews):
 
     def _retry(self, code: int, plan: Plan, arrays: tuple, outs: tuple) -> Any:
         """After a fast call that did not run F: another call held the plan's workspaces (run on a set of this
-        call's own), or the buffer protocol refused an argument (convert it); or raise the kernel's error."""
+        call's own), or the buffer protocol refused an argument (convert it); or raise the kernel's error. A
+        kernel that changed the floating-point or signal state (restored by the host) is warned about."""
+        code = self._host.note_changes(code, self.name)
         if code == BUSY:
-            code = self._call_own_workspaces(plan, arrays, outs)
-        if code == BAD_BUFFER:
-            arrays = tuple(self._contiguous(a, i) for i, a in enumerate(arrays))
-            code = self._call_own_workspaces(plan, arrays, outs)
+            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name)
+        if code == BAD_BUFFER:  # read-only inputs are copied: the kernel must not crash on or write through them
+            arrays = tuple(self._contiguous(a, i, writable=True) for i, a in enumerate(arrays))
+            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name)
             if code == BAD_BUFFER:  # e.g. dtypes numpy cannot export as buffers
                 code = self._call_pointers(plan, [a.ctypes.data for a in arrays + outs])
         if code:
@@ -267,14 +308,17 @@ class Op(CodeViews):
                 plan.checkin(workspaces)
 
     @staticmethod
-    def _contiguous(a, index: int) -> np.ndarray:
-        """``a`` as a C-contiguous ndarray in native byte order (0-d stays 0-d)."""
+    def _contiguous(a, index: int, writable: bool = False) -> np.ndarray:
+        """``a`` as a C-contiguous ndarray in native byte order (0-d stays 0-d); with ``writable``, a read-only
+        array (``np.memmap(mode="r")``, ``np.frombuffer(bytes)``) is copied."""
         try:
             arr = np.asarray(a, order="C")
         except Exception as exc:
             raise ArgumentError(f"input {index} ({type(a).__name__}) cannot be used as a numpy array: {exc}") from exc
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
+        if writable and not arr.flags.writeable:
+            arr = np.array(arr)
         return arr
 
     def _typed_call_attrs(self, extras) -> list[TypedAttr]:
@@ -299,6 +343,11 @@ class Op(CodeViews):
         arrays, extras = self._arrays_and_extras(args)
         converted = []
         for i, a in enumerate(arrays):
+            if type(a) is not np.ndarray and isinstance(a, np.ma.MaskedArray):
+                raise ArgumentError(
+                    f"input {i} is a numpy masked array: a kernel reads only its data, so the mask would be lost "
+                    "silently. Pass x.filled(value) to give the masked elements a value the kernel can use, or "
+                    "np.ma.getdata(x) to pass the data as it is (and apply the mask to the result yourself)")
             if not isinstance(a, np.ndarray) or not a.dtype.isnative:
                 if seam.GPU.owns(a):
                     raise ArgumentError(f"input {i} is a GPU array ({type(a).__name__}); this is a cpu op, pass a "
@@ -323,8 +372,12 @@ class Op(CodeViews):
             return self._call_checked(args)
         return self.device.call(self, args)
 
-    def _remember_plan(self, key, plan: Plan) -> None:
+    def _remember_plan(self, key, plan: Plan, generation: int | None = None) -> None:
+        """Keep ``plan`` for the fast path, unless the op was rebuilt (``_adopt``) since ``generation`` (read
+        before the plan's library was): a plan belongs to the library it was made for."""
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             if len(self._plans) >= MAX_PLANS:
                 del self._plans[next(iter(self._plans))]
             self._plans[key] = plan
@@ -335,115 +388,47 @@ class Op(CodeViews):
         if self._check_next_call:
             return self._call_checked(args)
         arrays, extras = self._split(args)
-        call_attrs = self._typed_call_attrs(extras)
+        with self._lock:  # one consistent build: a reload (_adopt) replaces all of these together
+            spec, host, library, attr_list = self._spec, self._host, self.library, self._attr_list
+            generation = self._generation
+        call_attrs = [typed(name, v) for name, v in zip(spec.call_attrs, extras)]
         key = signature_key(arrays, call_attrs)
         plan = self._plans.get(key)
-        if plan is not None:
-            return self._invoke(plan, arrays)
-        plan = make_plan(self._spec, self._host, self.library, arrays, self._attr_list + call_attrs)
-        if not self._spec.guard:
-            self._remember_plan(key, plan)
-            return self._invoke(plan, arrays)
-        # The first call of a signature runs guarded; the fast path is for a kernel that stayed in bounds.
-        outputs = guard.first_call(self, plan, tuple(self._contiguous(a, i) for i, a in enumerate(arrays)))
-        self._remember_plan(key, plan)
+        try:
+            if plan is not None:
+                return self._invoke(plan, arrays)
+            plan = self._plans.get(key + _FILLED)
+            if plan is not None:
+                return self._invoke_filled(plan, arrays)
+            host.install_signal_handlers()  # again, in case the program replaced them (a syscall: fine here)
+            with prints.shown(library.prints):  # what Init prints
+                plan = make_plan(spec, host, library, arrays, attr_list + call_attrs)
+            interrupts.PLANS[plan.address] = plan  # so that an abandoned call's plan can be retired
+            if not spec.guard:
+                self._remember_plan(key, plan, generation)
+                return self._invoke(plan, arrays)
+            # The first call of a signature runs guarded; the fast path is for a kernel that stayed in bounds.
+            outputs = guard.first_call(self, plan, tuple(self._contiguous(a, i) for i, a in enumerate(arrays)))
+        except KeyboardInterrupt as exc:
+            abandoned = self._abandoned(exc)
+            if abandoned is None:
+                raise
+            raise abandoned from None
+        self._remember_plan(key if plan.fill is None else key + _FILLED, plan, generation)
         return outputs
 
-    def infer_shape(self, *shapes: Any):
-        """Run only the shape rule: ``None`` for an unknown dim or an unknown rank, as InferShape's -1/-2.
-
-        Arguments are input shapes (``None`` inside a shape is an unknown dim, ``None`` for a whole shape an
-        unknown rank), then the values of call attributes, if the op has any.
-        """
-        n_attr = len(self._spec.call_attrs)
-        if self._n_inputs is not None and len(shapes) != self._n_inputs + n_attr:
-            raise ArgumentError(f"{self.name}.infer_shape takes {self._n_inputs} input shape(s)"
-                                + (f" then {n_attr} attribute value(s)" if n_attr else "") + f"; got {len(shapes)}")
-        shape_args, extras = (shapes[:len(shapes) - n_attr], shapes[len(shapes) - n_attr:]) if n_attr else (shapes, ())
-        coded = rules.code_unknown_dims(shape_args)
-        if self._spec.out_shape is not None:
-            if any(-1 in s or -2 in s for s in coded) and callable(self._spec.out_shape):
-                raise ShapeError("out_shape is a function of concrete shapes; it cannot infer from unknown dims")
-            result = rules.output_shapes(self._spec.out_shape, coded, self._spec.n_outputs)
-        else:
-            attrs = self._attr_list + self._typed_call_attrs(extras)
-            extra = self._host.new_extra(attrs)
-            try:
-                result = call_infer_shape(self._spec, self._host, self.library, coded, extra, attrs)
-            finally:
-                self._host.free_extra(extra)
-        for i, s in enumerate(result):
-            if len(s) > MAX_RANK:
-                raise ShapeError(f"output {i} of {self.name} would have {len(s)} dimensions; arrays have at most "
-                                 f"{MAX_RANK} (numpy's limit): check the shape rule")
-        decoded = [None if list(s) == [-2] else tuple(None if d == -1 else d for d in s) for s in result]
-        return tuple(decoded) if self._spec.returns_tuple else decoded[0]
-
-    def check(self, *arrays: Any, reference: Any = None, rtol: float | None = None, atol: float | None = None,
-              dynamic: list | None = None):
-        """Run once with guarded, poisoned buffers and report contract violations (see :mod:`aotbench.check`).
-
-        ``reference`` is the expected output(s) or a function of the inputs; ``dynamic`` lists one shape per
-        input with ``None`` for dims MindSpore would see as -1, to also check Init as graph mode calls it.
-        """
-        from ..safety.check import check
-
-        return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
-
-    def bench(self, *arrays: Any, **options: Any):
-        """Time calls on these inputs: :func:`aotbench.bench` (``budget_ms=``, ``warmup=``, ``flush_cache=``)."""
-        from ..device.timing import bench
-
-        return bench(self, *arrays, **options)
-
-    def launcher(self, *arrays: Any):
-        """A gpu op's call prepared on these inputs: ``launch()`` enqueues the kernel on the current cupy stream
-        without waiting, ``launch.finish()`` synchronizes and raises a CUDA error, ``launch.outputs`` are written
-        (allocated once). What device timing and CUDA graphs use (:class:`aotbench.gpu.Launcher`)."""
-        if not self.device.runs_elsewhere:
-            raise ArgumentError(f"{self.name} is a cpu op: its calls are synchronous already; call it directly")
-        from ..device.gpu.run import Launcher
-
-        return Launcher(self, *arrays)
-
-    def compute_sanitizer(self, *arrays: Any, tool: str = "memcheck", timeout_s: float = 300.0):
-        """Run one call of this gpu op under NVIDIA's compute-sanitizer (``memcheck``, ``racecheck``,
-        ``initcheck`` or ``synccheck``) in a subprocess, built with ``-lineinfo``; returns a
-        :class:`~aotbench.gpu_sanitize.SanitizerReport` (``ok``, ``findings`` with kernel, source line, thread)."""
-        from ..safety.compute_sanitizer import run_compute_sanitizer
-
-        return run_compute_sanitizer(self, *arrays, tool=tool, timeout_s=timeout_s)
-
-    def explore(self, *example_inputs: Any, reference: Any = None, dynamic: list | None = None,
-                debounce_ms: float = 100.0, **options: Any):
-        """An interactive panel (ipywidgets) over this op: attribute and dimension controls, the inferred shape,
-        errors against ``reference``, timings and a plot, updated live (see :mod:`aotbench.widgets`)."""
-        from ..notebook.widgets import explore  # the UI layer, imported only when a panel is asked for
-
-        return explore(self, *example_inputs, reference=reference, dynamic=dynamic, debounce_ms=debounce_ms,
-                       **options)
-
-    def export_mindspore(self, directory: Any, *example_inputs: Any):
-        """Write this op as a MindSpore aot op (kernel, header, registration and Cell, the example inputs and
-        this op's outputs, and a test that checks MindSpore agrees bit for bit) into ``directory``."""
-        from ..mindspore.export import export  # the MindSpore layer, above this one
-
-        return export(self, directory, *example_inputs)
-
-    def plan_info(self, *arrays: Any) -> dict:
-        """What the op would allocate for these inputs: output shapes/dtypes and workspace sizes (runs Init).
-
-        Only shapes and dtypes are read, so a gpu op's device arrays stay where they are (and no workspace is
-        allocated on the device: this plan is the host's)."""
-        if self.device.runs_elsewhere:
-            head, extras = self._arrays_and_extras(arrays)
-            converted = tuple(a if self.device.owns(a) else self._contiguous(a, i) for i, a in enumerate(head))
-        else:
-            converted, extras = self._split(arrays)
-        plan = make_plan(self._spec, self._host, self.library, converted,
-                         self._attr_list + self._typed_call_attrs(extras))
-        return {"outputs": [(s, np.dtype(d)) for s, d in plan.outputs],
-                "workspaces": [{"requested": r, "allocated": a} for r, a in plan.workspaces]}
+    def _invoke_filled(self, plan: Plan, arrays: tuple) -> Any:
+        """A call of a signature whose guarded first call found unwritten outputs: the outputs are filled with
+        ``plan.fill`` (NaN for floats, see :func:`aotbench.call.plan.fill_value`) before the kernel runs, so
+        what it leaves unwritten never shows reused memory. Such plans are kept off the fast path's key."""
+        if plan.prints and prints.needs_capture():
+            with prints.shown():
+                return self._invoke_filled(plan, arrays)
+        outs = tuple([np.full(s, v, d) for (s, d), v in zip(plan.outputs, plan.fill)])
+        code = self._host.call_buffers(plan.address, arrays, outs)
+        if code:
+            return self._retry(code, plan, arrays, outs)
+        return outs[0] if plan.single else outs
 
 
 __all__ = ["MAX_PLANS", "Op", "OpSpec", "workspace_allocation"]

@@ -105,7 +105,7 @@ class Server:
 
     def call(self, request: bytes) -> bytes:
         from ..call.guard import GuardReport, run_guarded
-        from ..call.plan import make_plan
+        from ..call.plan import fill_values, make_plan
         from ..errors import ContractViolation
         from ..op.op import MAX_PLANS
 
@@ -143,7 +143,10 @@ class Server:
             for out, guarded in zip(outs, run.outputs):
                 np.copyto(out, guarded)
             findings = run.findings
+            plan.fill = fill_values(plan.outputs, run.buffers)  # outputs left unwritten: filled from now on
         else:
+            for out, value in zip(outs, plan.fill or ()):
+                out.fill(value)
             code = op._host.call_buffers(plan.address, arrays, outs)
             if code:
                 op._retry(code, plan, arrays, outs)  # converts what the buffer protocol refused, or raises
@@ -156,6 +159,9 @@ class Server:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a call is abandoned
+    from ..call import prints
+
+    prints.use_worker_stdout()  # fd 1 is a file the parent shows on its sys.stdout after each call
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
     try:
@@ -175,6 +181,7 @@ def main(argv: list[str]) -> int:
             reply = server.call(request)
         except Exception as exc:  # noqa: BLE001 - every failure is the parent's to raise, as the same class
             reply = _error_reply(exc)
+        prints.flush()  # what the kernel printed is in the file before the parent reads it
         replies.send_bytes(reply)
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..call import memory
-from ..errors import IsolationMemoryError, KernelCrashedError, KernelTimeoutError
+from ..call import memory, prints
+from ..errors import IsolatedCallInterrupted, IsolationMemoryError, KernelCrashedError, KernelTimeoutError
 
 ALIGN = 64
 MIN_ARENA = 1 << 16
@@ -134,12 +134,14 @@ def rebuild_exception(kind: str, module: str, qualname: str, args: tuple, state:
 
 
 class _Worker:
-    """One worker process, its request and reply pipes, and the file its stdout/stderr go to."""
+    """One worker process, its request and reply pipes, and the files its stderr (``log``) and stdout (``out``,
+    shown on this process's sys.stdout after each call: what the kernel printed) go to."""
 
     def __init__(self, setup: bytes, env_extra: dict | None = None):
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives (closed in close)
+        self.out = tempfile.TemporaryFile()  # noqa: SIM115 - the same
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         env.pop("PYTHONSTARTUP", None)
@@ -148,11 +150,12 @@ class _Worker:
             # A session of its own: the terminal's Ctrl-C reaches only the parent, which then kills the worker.
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "aotbench.safety._worker", str(req_r), str(rep_w)], pass_fds=(req_r, rep_w),
-                stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env, start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.log, env=env, start_new_session=True)
         except BaseException:
             for fd in (req_r, req_w, rep_r, rep_w):
                 os.close(fd)
             self.log.close()
+            self.out.close()
             raise
         os.close(req_r)
         os.close(rep_w)
@@ -183,15 +186,31 @@ class _Worker:
             conn.close()
         return code
 
+    def show_stdout(self) -> None:
+        """Write what the worker printed to stdout since the last time to this process's sys.stdout (the worker
+        flushes after each call; :mod:`aotbench.call.prints`), and empty the file: the worker is between calls
+        (or dead), and the file's offset, shared with it, goes back to 0 too."""
+        fd = self.out.fileno()
+        size = os.fstat(fd).st_size
+        if size:
+            data = os.pread(fd, size, 0)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            prints.show(data)
+
     def close(self) -> None:
         self.kill()
+        with contextlib.suppress(ValueError, OSError):  # at exit sys.stdout may be closed already
+            self.show_stdout()  # what it printed before it crashed, timed out or was interrupted
         self.log.close()
+        self.out.close()
 
     def abandon(self) -> None:
         """In a forked child: close this process's copies of the pipes and log, leave the process alone."""
         for conn in (self.requests, self.replies):
             conn.close()
         self.log.close()
+        self.out.close()
         self.proc.returncode = 0  # not our child: Popen must never wait for or signal it from here
 
 
@@ -348,7 +367,10 @@ class _Channel:
                 except ValueError:
                     sig = f"signal {-code}"
             raise KernelCrashedError(function, sig, None if sig else code, text) from None
-        except BaseException:  # KeyboardInterrupt while waiting: the reply can no longer be matched to a call
+        except KeyboardInterrupt:  # Ctrl-C while waiting: the reply can no longer be matched to a call
+            self._drop_worker()  # killed and reaped
+            raise IsolatedCallInterrupted(function) from None  # one message, not multiprocessing's frames
+        except BaseException:
             self._drop_worker()
             raise
         if data is None:  # timed out: kill it
@@ -363,7 +385,9 @@ class _Channel:
 
     @staticmethod
     def _forward_output(worker: _Worker) -> None:
-        """Show what the worker printed since the last call (the kernel's own prints) on this process's stderr."""
+        """Show what the worker printed since the last call (the kernel's own prints): its stdout on this
+        process's sys.stdout, its stderr on sys.stderr."""
+        worker.show_stdout()
         size = worker.log_size()
         if size > worker.forwarded:
             text = worker.log_text(worker.forwarded)

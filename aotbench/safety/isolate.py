@@ -13,9 +13,11 @@ The parent keeps everything an :class:`~aotbench.op.Op` has (the library is load
   answers "grow" when the arena is too small for the outputs; the arena only grows, so that happens rarely.
 * a worker that dies (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, a stack overflow, ``exit``) gives
   :class:`~aotbench.errors.KernelCrashedError` with the signal, the kernel's native frames (the host's crash
-  report, read by :mod:`aotbench.native_stack`) and what the kernel printed; a call longer than ``timeout_s``
-  kills it and gives
-  :class:`~aotbench.errors.KernelTimeoutError`; an interrupted call (Ctrl-C) kills it too. The next call starts
+  report, read by :mod:`aotbench.native_stack`) and what the kernel wrote to stderr (its stdout goes to this
+  process's ``sys.stdout`` after every call, and before such an error: :mod:`aotbench.call.prints`); a call longer
+  than ``timeout_s`` kills it and gives
+  :class:`~aotbench.errors.KernelTimeoutError`; an interrupted call (Ctrl-C) kills it too and raises
+  :class:`~aotbench.errors.IsolatedCallInterrupted` (a ``KeyboardInterrupt``). The next call starts
   a fresh worker. Errors the kernel reports normally (``KernelError``, ``AttrError`` ...) come back as the same
   class with the same message and fields.
 """

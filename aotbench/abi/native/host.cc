@@ -9,7 +9,11 @@
 // AOTB_ATTR_ERROR the details are in thread-local state read by the aotb_error_* functions.
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <execinfo.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -33,10 +37,14 @@
 
 namespace {
 
-constexpr int kHostVersion = 3;
+constexpr int kHostVersion = 4;
 
 // Call outcome codes (mirrored in aotbench/host.py).
 enum Outcome { AOTB_OK = 0, AOTB_STATUS = 1, AOTB_EXCEPTION = 2, AOTB_ATTR_ERROR = 3, AOTB_TOO_SMALL = 4 };
+// Bits OR-ed into any outcome when the kernel changed the thread's state and the host put it back (details in
+// aotb_fp_report / aotb_signal_report): the fast path, which returns on 0, pays nothing for them.
+constexpr int AOTB_FP_CHANGED = 0x100;       // rounding mode, exception traps, FTZ/DAZ
+constexpr int AOTB_SIGNALS_CHANGED = 0x200;  // the signal mask or SIGINT's handler (libraries flagged below)
 
 // Attribute kinds (mirrored in aotbench/attrs.py). kEmptyList ([]) satisfies any of the four list getters,
 // kEmptyRows ([[]], [[], []]: rows with no element) either 2-D getter.
@@ -163,6 +171,8 @@ struct AotbCall {
   const int64_t *nbytes;    // expected byte size of each input and output buffer
   uint32_t fp_set;          // floating-point control bits turned on around F (a -ffast-math build's FTZ/DAZ)
   uint32_t fp_clear;        // and bits turned off; both 0 for an ordinary library
+  uint32_t flags;           // kCallSaveSignals: the library calls signal functions (see RunKernel)
+  const char *label;        // "op X (kernel X in libx.so)": named by the abort report; may be null
 };
 
 namespace {
@@ -211,18 +221,159 @@ uint32_t GetFpControl() { return 0; }
 void SetFpControl(uint32_t) {}
 #endif
 
-// Calls F under the floating-point mode its library was built for, and gives the thread's mode back after.
-int RunKernel(const AotbCall *c, void **params, void *stream) {
-  const bool switch_fp = (c->fp_set | c->fp_clear) != 0;
-  const uint32_t saved = switch_fp ? GetFpControl() : 0;
-  if (switch_fp) SetFpControl((saved | c->fp_set) & ~c->fp_clear);
-  int outcome = Guarded([&] {
+// The x87 control word (precision, rounding, exception masks): libm's fesetround/feenableexcept change it too.
+#if defined(__x86_64__) || defined(__i386__)
+uint32_t GetX87Control() {
+  uint16_t cw;
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  return cw;
+}
+void SetX87Control(uint32_t v) {
+  uint16_t cw = static_cast<uint16_t>(v);
+  __asm__ volatile("fldcw %0" : : "m"(cw));
+}
+constexpr uint32_t kFpControlBits = 0xFFC0;  // MXCSR without its sticky exception flags
+#else
+uint32_t GetX87Control() { return 0; }
+void SetX87Control(uint32_t) {}
+constexpr uint32_t kFpControlBits = 0xFFFFFFFF;
+#endif
+
+// What the last call on this thread changed and the host restored (read by aotb_fp_report/aotb_signal_report).
+struct StateReport {
+  uint32_t control_before, control_after, x87_before, x87_after;
+  uint64_t blocked, unblocked;  // signals 1..64 the kernel blocked / unblocked (bit n-1 for signal n)
+  uint64_t sigint_changed;      // 1 when it replaced SIGINT's handler
+};
+thread_local StateReport g_report;
+
+constexpr uint32_t kCallSaveSignals = 1;
+
+uint64_t SignalBits(const sigset_t &set) {
+  uint64_t bits = 0;
+  for (int s = 1; s <= 64 && s < NSIG; ++s) {
+    if (sigismember(&set, s) == 1) bits |= uint64_t{1} << (s - 1);
+  }
+  return bits;
+}
+
+// The calling thread's signal mask and SIGINT's disposition, for a library that may change them (two syscalls,
+// so only for libraries whose undefined symbols include signal functions: see aotbench/abi/elf.py).
+struct SignalState {
+  sigset_t mask;
+  struct sigaction sigint;
+  void Save() {
+    sigemptyset(&mask);
+    pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    sigaction(SIGINT, nullptr, &sigint);
+  }
+  // Puts the saved state back if the kernel changed it; AOTB_SIGNALS_CHANGED then.
+  int Restore() const {
+    SignalState now;
+    now.Save();
+    const uint64_t was = SignalBits(mask), is = SignalBits(now.mask);
+    const bool handler_changed = now.sigint.sa_handler != sigint.sa_handler;
+    if (was == is && !handler_changed) return 0;
+    if (handler_changed) sigaction(SIGINT, &sigint, nullptr);
+    if (was != is) pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    g_report.blocked = is & ~was;
+    g_report.unblocked = was & ~is;
+    g_report.sigint_changed = handler_changed ? 1 : 0;
+    return AOTB_SIGNALS_CHANGED;
+  }
+};
+
+int CallF(const AotbCall *c, void **params, void *stream) {
+  return Guarded([&] {
     int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, params, c->ndims, c->shapes, c->dtypes, stream,
                                                    c->extra);
     g_error.status = status;
     return status == 0 ? AOTB_OK : AOTB_STATUS;
   });
-  if (switch_fp) SetFpControl(saved);
+}
+
+// -- interrupts (the stop button on an endless kernel) ---------------------------------------------------------
+// The kernel runs on the calling thread with the GIL released. On the main thread RunOnMain marks the call
+// (g_kernel_call, a sequence number) after a cheap sigsetjmp. The host's SIGINT handler chains to the handler it
+// replaced (Python's, which records the KeyboardInterrupt) and, while a kernel runs on the main thread, wakes
+// the watchdog thread. If that same call is still running after the grace period, the watchdog marks it
+// abandoned and sends SIGINT to the main thread, whose handler then siglongjmps back into RunOnMain:
+// AOTB_INTERRUPTED, and the outer frames (GIL, buffers, busy flag) unwind normally.
+constexpr int AOTB_INTERRUPTED = 7;
+pthread_t g_main_thread;
+int g_main_known = 0;
+sigjmp_buf g_jump;
+uint64_t g_call_counter = 0;          // main thread only
+uint64_t g_kernel_call = 0;           // the main thread's call in F, 0 when none (atomic)
+uint64_t g_abandon_call = 0;          // the call the watchdog gave up on (atomic)
+const AotbCall *g_abandoned = nullptr;  // the record of the last abandoned call, until Python takes it (atomic)
+thread_local const AotbCall *t_current = nullptr;  // the call in F on this thread (for the abort report)
+
+bool OnMainThread() { return __atomic_load_n(&g_main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_main_thread); }
+
+__attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *stream) {
+  if (sigsetjmp(g_jump, 0) != 0) {  // the SIGINT handler gave up on F: SIGINT is still blocked (its mask)
+    __atomic_store_n(&g_kernel_call, 0, __ATOMIC_SEQ_CST);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+    __atomic_store_n(&g_abandoned, c, __ATOMIC_SEQ_CST);
+    return AOTB_INTERRUPTED;
+  }
+  __atomic_store_n(&g_kernel_call, ++g_call_counter, __ATOMIC_RELEASE);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  int outcome = CallF(c, params, stream);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  __atomic_store_n(&g_kernel_call, 0, __ATOMIC_RELEASE);
+  return outcome;
+}
+
+// Calls F under the floating-point mode its library was built for, and gives the thread its floating-point
+// environment (and, for a flagged library, its signal state) back after: a change is reported by a flag bit.
+int RunKernel(const AotbCall *c, void **params, void *stream) {
+  const uint32_t saved = GetFpControl(), saved_x87 = GetX87Control();
+  const bool switch_fp = (c->fp_set | c->fp_clear) != 0;
+  const uint32_t expected = switch_fp ? (saved | c->fp_set) & ~c->fp_clear : saved;
+  if (switch_fp) SetFpControl(expected);
+  SignalState signals;
+  const bool save_signals = (c->flags & kCallSaveSignals) != 0;
+  if (save_signals) signals.Save();
+  const AotbCall *outer = t_current;
+  t_current = c;
+  int outcome = OnMainThread() ? RunOnMain(c, params, stream) : CallF(c, params, stream);
+  t_current = outer;
+  const uint32_t after = GetFpControl(), after_x87 = GetX87Control();
+  if (((after ^ expected) & kFpControlBits) != 0 || after_x87 != saved_x87) {
+    g_report.control_before = expected;
+    g_report.control_after = after;
+    g_report.x87_before = saved_x87;
+    g_report.x87_after = after_x87;
+    SetX87Control(saved_x87);
+    SetFpControl(saved);
+    outcome |= AOTB_FP_CHANGED;
+  } else if (switch_fp) {
+    SetFpControl(saved);
+  }
+  if (save_signals) outcome |= signals.Restore();
+  return outcome;
+}
+
+// Runs an Init or InferShape call and gives the thread its floating-point environment back the same way.
+template <typename Body>
+int FpGuarded(Body body) {
+  const uint32_t saved = GetFpControl(), saved_x87 = GetX87Control();
+  int outcome = body();
+  const uint32_t after = GetFpControl(), after_x87 = GetX87Control();
+  if (((after ^ saved) & kFpControlBits) != 0 || after_x87 != saved_x87) {
+    g_report.control_before = saved;
+    g_report.control_after = after;
+    g_report.x87_before = saved_x87;
+    g_report.x87_after = after_x87;
+    SetX87Control(saved_x87);
+    SetFpControl(saved);
+    outcome |= AOTB_FP_CHANGED;
+  }
   return outcome;
 }
 
@@ -327,6 +478,156 @@ AOTB_EXPORT int aotb_install_crash_report(int fd) {
   return 0;
 }
 
+// -- the host's own SIGINT and SIGABRT handlers (in-process ops) ---------------------------------------------
+namespace {
+struct sigaction g_prev_int_slots[2];
+struct sigaction *g_prev_int = nullptr;  // the SIGINT handler ours replaced (atomic pointer into the slots)
+struct sigaction g_prev_abrt;
+int g_abrt_installed = 0;
+int g_abort_fds[2] = {2, -1};  // where the abort report goes: fd 2 and, inside ipykernel, the saved real stderr
+sem_t g_watch;
+int g_watchdog_running = 0;
+int g_grace_ms = 500;
+
+void OnInterrupt(int sig, siginfo_t *info, void *context) {
+  const int saved_errno = errno;
+  const struct sigaction *prev = __atomic_load_n(&g_prev_int, __ATOMIC_ACQUIRE);
+  if (prev != nullptr) {  // chain first: Python's handler records the KeyboardInterrupt
+    if (prev->sa_flags & SA_SIGINFO) {
+      if (prev->sa_sigaction != nullptr) prev->sa_sigaction(sig, info, context);
+    } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+      prev->sa_handler(sig);
+    }
+  }
+  const uint64_t running = __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE);
+  if (running != 0) {
+    if (running == __atomic_load_n(&g_abandon_call, __ATOMIC_ACQUIRE) && OnMainThread()) {
+      errno = saved_errno;
+      siglongjmp(g_jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
+    }
+    sem_post(&g_watch);  // async-signal-safe
+  }
+  errno = saved_errno;
+}
+
+void *Watchdog(void *) {
+  for (;;) {
+    if (sem_wait(&g_watch) != 0) continue;
+    const uint64_t call = __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE);
+    if (call == 0) continue;
+    for (int waited = 0; waited < g_grace_ms && __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE) == call;
+         waited += 10) {
+      usleep(10000);
+    }
+    if (__atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE) != call) continue;  // it returned: nothing to abandon
+    __atomic_store_n(&g_abandon_call, call, __ATOMIC_RELEASE);
+    pthread_kill(g_main_thread, SIGINT);
+  }
+  return nullptr;
+}
+
+void AfterForkInChild() { g_watchdog_running = 0; }  // threads do not survive fork: started again on next install
+
+bool StartWatchdog() {
+  if (g_watchdog_running) return true;
+  static bool once = false;
+  if (!once) {
+    pthread_atfork(nullptr, nullptr, AfterForkInChild);
+    once = true;
+  }
+  if (sem_init(&g_watch, 0, 0) != 0) return false;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the watchdog inherits a mask that blocks every signal
+  pthread_t thread;
+  const bool ok = pthread_create(&thread, nullptr, Watchdog, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (!ok) return false;
+  pthread_detach(thread);
+  g_watchdog_running = 1;
+  return true;
+}
+
+void AbortWrite(const char *text) {
+  for (int fd : g_abort_fds) {
+    if (fd < 0) continue;
+    const char *at = text;
+    size_t n = strlen(at);
+    while (n > 0) {
+      ssize_t w = write(fd, at, n);
+      if (w <= 0) break;
+      at += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+}
+
+void OnAbort(int sig, siginfo_t *, void *) {
+  const AotbCall *c = t_current;
+  if (c != nullptr && c->label != nullptr) {
+    AbortWrite("\naotbench: ");
+    AbortWrite(c->label);
+    AbortWrite(" called abort() in this process, which ends it now (variables are lost). Run the op with "
+               "isolate=True (Custom(..., isolate=True), %%aot_kernel --isolate) to get a KernelCrashedError "
+               "instead.\n");
+  }
+  // Die as before: the handler this one replaced gets the signal, pending until this handler returns.
+  sigaction(SIGABRT, &g_prev_abrt, nullptr);
+  raise(sig);
+}
+}  // namespace
+
+// Installs (again) the host's SIGINT handler over the current one, which it chains to, and starts the watchdog;
+// ipykernel replaces the handler at the start of every execute request, so Python calls this again then (and
+// on every slow-path call). 1: installed; 0: SIGINT is ignored or has its default action, which stay as they
+// are; -1: failed. The first call also installs the abort report (SIGABRT).
+AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grace_ms) {
+  g_main_thread = static_cast<pthread_t>(main_thread);
+  __atomic_store_n(&g_main_known, 1, __ATOMIC_RELEASE);
+  if (grace_ms > 0) g_grace_ms = grace_ms;
+  if (!g_abrt_installed) {
+    struct sigaction sa = {};
+    sa.sa_sigaction = OnAbort;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGABRT, &sa, &g_prev_abrt) == 0) g_abrt_installed = 1;
+  }
+  struct sigaction current = {};
+  if (sigaction(SIGINT, nullptr, &current) != 0) return -1;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == OnInterrupt) return StartWatchdog() ? 1 : -1;
+  if (!(current.sa_flags & SA_SIGINFO) && (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL)) return 0;
+  if (!StartWatchdog()) return -1;
+  struct sigaction *slot = &g_prev_int_slots[g_prev_int == &g_prev_int_slots[0] ? 1 : 0];
+  *slot = current;
+  __atomic_store_n(&g_prev_int, slot, __ATOMIC_RELEASE);
+  struct sigaction sa = {};
+  sa.sa_sigaction = OnInterrupt;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (current.sa_flags & SA_RESTART);
+  sa.sa_mask = current.sa_mask;
+  sigaddset(&sa.sa_mask, SIGINT);
+  return sigaction(SIGINT, &sa, nullptr) == 0 ? 1 : -1;
+}
+
+// The record of the call the stop button abandoned last (0 if none), cleared by the read.
+AOTB_EXPORT void *aotb_take_abandoned() {
+  return const_cast<AotbCall *>(__atomic_exchange_n(&g_abandoned, nullptr, __ATOMIC_SEQ_CST));
+}
+
+// A second descriptor the abort report is written to (-1: none), besides fd 2.
+AOTB_EXPORT void aotb_set_abort_fd(int fd) { g_abort_fds[1] = fd == 2 ? -1 : fd; }
+
+// What the last call on this thread changed and the host restored (after AOTB_FP_CHANGED / SIGNALS_CHANGED):
+// out[0..3] = control before, after, x87 before, after; out[4..6] = signals blocked, unblocked, SIGINT replaced.
+AOTB_EXPORT void aotb_state_report(uint64_t *out) {
+  out[0] = g_report.control_before;
+  out[1] = g_report.control_after;
+  out[2] = g_report.x87_before;
+  out[3] = g_report.x87_after;
+  out[4] = g_report.blocked;
+  out[5] = g_report.unblocked;
+  out[6] = g_report.sigint_changed;
+}
+
 AOTB_EXPORT int aotb_host_version() { return kHostVersion; }
 AOTB_EXPORT int aotb_host_call_size() { return static_cast<int>(sizeof(AotbCall)); }
 AOTB_EXPORT int aotb_host_extra_size() { return static_cast<int>(sizeof(AotExtra)); }
@@ -414,7 +715,9 @@ int CallBuffers(AotbCall *c, void *inputs, void *outputs, void *const *workspace
   for (; taken < n_buffers; ++taken) {
     const bool is_input = taken < c->n_in;
     void *obj = g_py.tuple_item(is_input ? inputs : outputs, is_input ? taken : taken - c->n_in);
-    if (g_py.get_buffer(obj, &views[taken], is_input ? kBufferC : kBufferCWritable) != 0) {
+    // Inputs too are asked for writable buffers: a read-only one (np.memmap mode "r", np.frombuffer(bytes))
+    // is refused here, and the caller passes a copy (a kernel writing into it would crash or change it).
+    if (g_py.get_buffer(obj, &views[taken], kBufferCWritable) != 0) {
       g_py.err_clear();
       break;
     }
@@ -460,9 +763,11 @@ AOTB_EXPORT int aotb_call_buffers_with(AotbCall *c, void *inputs, void *outputs,
 
 AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const char **dtypes, void *extra,
                                int32_t *status) {
-  return Guarded([&] {
-    *status = reinterpret_cast<InitFn>(fn)(ndims, shapes, dtypes, AsHost(extra));
-    return *status == 0 ? AOTB_OK : AOTB_STATUS;
+  return FpGuarded([&] {
+    return Guarded([&] {
+      *status = reinterpret_cast<InitFn>(fn)(ndims, shapes, dtypes, AsHost(extra));
+      return *status == 0 ? AOTB_OK : AOTB_STATUS;
+    });
   });
 }
 
@@ -471,7 +776,7 @@ AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const cha
 // and AOTB_TOO_SMALL is returned (call again with a larger buffer).
 AOTB_EXPORT int aotb_call_infer(void *fn, int multi, int *ndims, int64_t **shapes, void *extra, int64_t *out,
                                 int64_t capacity, int64_t *needed) {
-  return Guarded([&] {
+  return FpGuarded([&] { return Guarded([&] {
     std::vector<std::vector<int64_t>> result;
     if (multi) {
       result = reinterpret_cast<InferMultiFn>(fn)(ndims, shapes, AsHost(extra));
@@ -489,7 +794,7 @@ AOTB_EXPORT int aotb_call_infer(void *fn, int multi, int *ndims, int64_t **shape
       for (int64_t d : s) out[at++] = d;
     }
     return AOTB_OK;
-  });
+  }); });
 }
 
 AOTB_EXPORT const char *aotb_error_message() { return g_error.message.c_str(); }

@@ -210,13 +210,16 @@ def device_plan(op: Op, cp: Any, device: int, arrays: tuple, extras: tuple) -> P
     key, call_attrs = _plan_key(op, device, arrays, extras)
     plan = op._plans.get(key)
     if plan is None:
+        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
         plan = _new_plan(op, cp, arrays, call_attrs)
-        op._remember_plan(key, plan)
+        op._remember_plan(key, plan, generation)
     return plan
 
 
 def device_outputs(op: Op, cp: Any, plan: Plan) -> tuple:
     try:
+        if plan.fill is not None:  # the guarded first call found unwritten outputs: never show old memory
+            return tuple(cp.full(shape, value, dtype) for (shape, dtype), value in zip(plan.outputs, plan.fill))
         return tuple(cp.empty(shape, dtype) for shape, dtype in plan.outputs)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"{op.name}'s outputs {[str(d) for _, d in plan.outputs]} cannot be cupy arrays "
@@ -247,12 +250,13 @@ def call(op: Op, args: tuple) -> Any:
     key, call_attrs = _plan_key(op, device, arrays, extras)
     plan = op._plans.get(key)
     if plan is None:
+        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
         plan = _new_plan(op, cp, arrays, call_attrs)
         if op.spec.guard:
             outs = guard.first_call(op, plan, arrays, GuardMirror(op))
-            op._remember_plan(key, plan)
+            op._remember_plan(key, plan, generation)
             return outs
-        op._remember_plan(key, plan)
+        op._remember_plan(key, plan, generation)
     outs = device_outputs(op, cp, plan)
     workspaces = plan.checkout()  # this call's own scratch memory, held until the device is done with it
     try:

@@ -1,0 +1,79 @@
+"""The stop button on an in-process kernel: the Python side of the native host's SIGINT handler.
+
+A kernel runs on the calling thread with the GIL released, so an endless loop would keep Ctrl-C (and
+JupyterLab's stop button, which sends SIGINT to the kernel process) waiting for ever. The host's own SIGINT
+handler (``native/host.cc``) chains to Python's, which records the ``KeyboardInterrupt``; if the main thread is
+inside a kernel call that has not returned :data:`GRACE_S` later, the host abandons it (``siglongjmp`` back into
+the host) and the call raises :class:`~aotbench.errors.KernelInterrupted`.
+
+ipykernel puts its own SIGINT handler in place at the start of every execute request, so the host's is installed
+again from an IPython ``pre_run_cell`` callback (registered here when a host loads inside IPython), and on every
+slow-path call (the first call of a signature). Outside IPython the handler installed when the host loaded stays
+until the program calls ``signal.signal(SIGINT, ...)`` itself; the next first call of a signature installs it again.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+from ..errors import KernelInterrupted
+
+__all__ = ["GRACE_S", "PLANS", "KernelInterrupted", "abandoned", "real_stderr_fd", "retire", "watch"]
+
+#: How long a kernel call may take to return after SIGINT before it is abandoned.
+GRACE_S = 0.5
+
+_HOSTS: weakref.WeakSet = weakref.WeakSet()  # every loaded host: all of them reinstall on pre_run_cell
+_IPYTHON_HOOKED: set[int] = set()  # ids of the IPython shells the callback is registered with
+
+
+def real_stderr_fd() -> int:
+    """Where a dying process's last words reach a person: fd 2, or inside ipykernel (whose fd 2 is a pipe read
+    by a thread that dies with the process) the copy of the original stderr ipykernel kept; -1 when only fd 2."""
+    fd = getattr(sys.stderr, "_original_stdstream_copy", None)  # ipykernel's OutStream (what its fileno() gives)
+    return fd if isinstance(fd, int) and fd >= 0 and fd != 2 else -1
+
+
+def _reinstall(*_args) -> None:
+    for host in list(_HOSTS):
+        host.install_signal_handlers()
+
+
+def watch(host) -> None:
+    """Keep ``host``'s handlers installed across IPython cells (when running inside IPython)."""
+    _HOSTS.add(host)
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None) if ipython is not None else None
+    shell = get() if get is not None else None
+    if shell is None or id(shell) in _IPYTHON_HOOKED or not hasattr(shell, "events"):
+        return
+    shell.events.register("pre_run_cell", _reinstall)  # runs after ipykernel's pre_handler_hook
+    _IPYTHON_HOOKED.add(id(shell))
+
+
+def abandoned(function: str) -> KernelInterrupted:
+    """The honest account of an abandoned call of ``function``."""
+    return KernelInterrupted(
+        f"{function} did not return within {GRACE_S:g} s of the interrupt, so its call was abandoned mid-run: "
+        "its outputs were not returned and the memory it allocated is leaked; your variables are kept and the op "
+        "stays usable (its next call prepares afresh). Not safe: if the kernel was stopped while holding a lock "
+        "(inside malloc or new, an OpenMP region, a mutex), this process may hang later, and OpenMP worker "
+        "threads of that call may keep running; save your work and restart the kernel when convenient. For a "
+        "kernel that may loop, use isolate=True (Custom(..., isolate=True), %%aot_kernel --isolate): its worker "
+        "process is ended instead.")
+
+
+# Plans of abandoned calls: never freed (their kernel data may be inconsistent, so DestructKernelData must not
+# run on it, and the memory a still-running OpenMP worker may touch stays valid).
+RETIRED_PLANS: list = []
+
+
+def retire(plan) -> None:
+    """Keep ``plan`` (an abandoned call's) alive for ever without ever freeing its kernel data."""
+    plan.release.detach()
+    RETIRED_PLANS.append(plan)
+
+
+#: Every plan the slow path made, by its call record's address (what the host names an abandoned call by).
+PLANS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
