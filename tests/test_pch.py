@@ -254,9 +254,10 @@ def test_a_truncated_gch_is_made_again(tmp_path, rng):
 
 
 @pytest.mark.parametrize("where", [0.1, 0.3, 0.6])
-def test_a_gch_damaged_in_place_never_fails_a_build(tmp_path, rng, where):
-    """Bytes of the .gch changed with its size and mtime kept (the stat check trusts it): the hash taken while
-    g++ compiles catches it, the build is done again without it, and the next miss makes a new one."""
+def test_a_gch_damaged_in_place_never_fails_a_build(tmp_path, rng, where, monkeypatch):
+    """Bytes of the .gch changed with its whole stat kept (as a disk's damage would: the stat check trusts it):
+    the hash taken while g++ compiles catches it, the build is done again without it, and the next miss makes a
+    new one."""
     root = tmp_path / "cache"
     made = warm(root, tmp_path / "warm")
     state = states(root)[made.key]
@@ -266,7 +267,10 @@ def test_a_gch_damaged_in_place_never_fails_a_build(tmp_path, rng, where):
     data[start:start + 4096] = bytes(b ^ 0x5A for b in data[start:start + 4096])
     made.gch.write_bytes(bytes(data))
     os.utime(made.gch, ns=(int(old * 1e9), int(old * 1e9)))
-    state["gch"][2] = made.gch.stat().st_mtime_ns
+    st = made.gch.stat()
+    state["gch"][2] = st.st_mtime_ns
+    state["gch"][4:] = [st.st_dev, st.st_ino, st.st_ctime_ns]  # the recorded stat is the damaged file's
+    monkeypatch.setattr(cache_files, "RACY_WINDOW_NS", 0)  # and its fresh ctime is trusted too
     made.manifest.write_text(json.dumps(state))
 
     art = build(kernel(tmp_path / "src" / "k.cc", "x[i] * -3.0f"), cache_dir=root)

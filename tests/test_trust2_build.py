@@ -257,6 +257,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         continue
     if str(cache_dir / "tmp") in cmdline and state != "Z":
         alive.append(cmdline[:120])
+        os.kill(int(pid), signal.SIGKILL)  # a failing run leaves no compiler behind either
 print("ALIVE", alive)
 print("TMP", sorted(p.name for p in (cache_dir / "tmp").iterdir()))
 print("LATER", build.build(quick, cache_dir=cache_dir).cache_hit)

@@ -79,7 +79,7 @@ def test_a_kernel_setting_the_rounding_mode_leaves_python_rounding_to_nearest(tm
         warnings.simplefilter("always")
         y = op(x)
         assert np.float32(1e8) + np.float32(1) == np.float32(1e8)  # 100000008 under upward rounding
-        assert 0.1 + 0.2 == 0.30000000000000004
+        assert np.float64(0.1) + np.float64(0.2) == 0.30000000000000004  # 0.3 rounding down, ...7 up
         again = op(x)  # said once per op
     np.testing.assert_array_equal(y, 2 * x + 1)
     np.testing.assert_array_equal(again, y)
@@ -191,3 +191,29 @@ def test_signal_functions_are_found_in_a_librarys_undefined_symbols(tmp_path):
     plain = aotbench.Custom(_source(tmp_path, "Upward"), lambda s: s, lambda d: d)
     assert "pthread_sigmask" in elf.signal_symbols(elf.dynamic_symbols(blocking.library.path.read_bytes()))
     assert blocking.library.signals and not plain.library.signals  # only the first pays for the syscalls
+
+
+INIT_SOURCE = HEADER + r"""
+extern "C" int DownInit(int *ndims, int64_t **shapes, const char **dtypes, void *extra) {
+  fesetround(FE_DOWNWARD);
+  return 0;
+}
+KERNEL(Down) {
+  twice_plus_one(params, shapes);
+  return 0;
+}
+"""
+
+
+def test_init_changing_the_rounding_mode_is_restored_and_named(tmp_path, rng, default_fenv):
+    path = tmp_path / "down.cc"
+    path.write_text(INIT_SOURCE)
+    op = aotbench.Custom(f"{path}:Down", lambda s: s, lambda d: d)
+    x = rng.standard_normal(23).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(op(x), 2 * x + 1)
+        assert np.float64(0.1) + np.float64(0.2) == 0.30000000000000004  # downward rounding gives 0.3
+        assert -np.float32(1e8) - np.float32(1) == -np.float32(1e8)
+    messages = [str(w.message) for w in caught if type(w.message).__name__ == "FloatingPointEnvWarning"]
+    assert len(messages) == 1 and messages[0].startswith("DownInit left the rounding mode at downward"), messages

@@ -77,6 +77,7 @@ _SIGNATURES = {
     "aotb_install_signal_handlers": ([ctypes.c_ulong, _c_int], _c_int),
     "aotb_take_abandoned": ([], _c_void_p),
     "aotb_set_abort_fd": ([_c_int], None),
+    "aotb_set_abort_report": ([_c_int], None),
     "aotb_state_report": ([ctypes.POINTER(ctypes.c_uint64)], None),
 }
 

@@ -3,7 +3,7 @@
 A kernel runs on the calling thread with the GIL released, so an endless loop would keep Ctrl-C (and
 JupyterLab's stop button, which sends SIGINT to the kernel process) waiting for ever. The host's own SIGINT
 handler (``native/host.cc``) chains to Python's, which records the ``KeyboardInterrupt``; if the main thread is
-inside a kernel call that has not returned :data:`GRACE_S` later, the host abandons it (``siglongjmp`` back into
+inside a kernel call that has not returned :data:`GRACE_S` later, the host abandons it (a ``longjmp`` back into
 the host) and the call raises :class:`~aotbench.errors.KernelInterrupted`.
 
 ipykernel puts its own SIGINT handler in place at the start of every execute request, so the host's is installed

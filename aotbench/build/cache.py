@@ -78,11 +78,15 @@ def prepare(root: Path) -> Path:
     """
     root = Path(root).expanduser().absolute()
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_private(root)
-        for sub in CACHE_FOLDERS:
-            (root / sub).mkdir(mode=0o700, exist_ok=True)
-            check_private(root / sub, root)
+        for folder in (root, *(root / sub for sub in CACHE_FOLDERS)):
+            try:
+                st = os.stat(folder)  # the common case, a cache that exists: one stat per folder
+            except FileNotFoundError:
+                folder.mkdir(mode=0o700, parents=folder == root, exist_ok=True)
+                st = os.stat(folder)
+            if not stat.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder))
+            check_private(folder, root, st)
     except CacheError:
         raise
     except OSError as exc:
@@ -124,9 +128,10 @@ def is_disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def check_private(directory: Path, root: Path | None = None) -> None:
-    """Raise :class:`CacheError` unless ``directory`` is owned by this user and writable by nobody else."""
-    st = os.stat(directory)
+def check_private(directory: Path, root: Path | None = None, st: os.stat_result | None = None) -> None:
+    """Raise :class:`CacheError` unless ``directory`` (whose ``os.stat`` may be given) is owned by this user and
+    writable by nobody else."""
+    st = st if st is not None else os.stat(directory)
     root = root or directory
     fix = (f"Run `chmod 700 {shlex.quote(str(directory))}` if it is yours, or point AOTBENCH_CACHE_DIR (or "
            "cache_dir=) at a private directory of your own.")

@@ -9,7 +9,8 @@ Afterwards the buffers say what the kernel did, in two kinds of sentence:
 * *violations*: bytes written outside any buffer the kernel was given (before an output, past its end, past
   the memory allocated for a workspace) — in an unguarded call that memory belongs to someone else;
 * *findings*: output elements never written, poison that reached the outputs, workspace writes beyond what
-  Init asked for but inside the padding aotbench allocates (harmless here, a bug all the same).
+  Init asked for but inside the padding aotbench allocates (harmless here, a bug all the same), writes into
+  the inputs (:mod:`aotbench.call.inputs`).
 
 Check mode (:mod:`aotbench.check`) reports both as problems. The op's first call of every new input signature
 (:func:`first_call`, on by default) raises :class:`~aotbench.errors.ContractViolation` for a violation and warns

@@ -13,7 +13,6 @@
 #include <execinfo.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -294,25 +293,29 @@ int CallF(const AotbCall *c, void **params, void *stream) {
 
 // -- interrupts (the stop button on an endless kernel) ---------------------------------------------------------
 // The kernel runs on the calling thread with the GIL released. On the main thread RunOnMain marks the call
-// (g_kernel_call, a sequence number) after a cheap sigsetjmp. The host's SIGINT handler chains to the handler it
-// replaced (Python's, which records the KeyboardInterrupt) and, while a kernel runs on the main thread, wakes
-// the watchdog thread. If that same call is still running after the grace period, the watchdog marks it
-// abandoned and sends SIGINT to the main thread, whose handler then siglongjmps back into RunOnMain:
+// (g_kernel_call, a sequence number) after a cheap __builtin_setjmp. The host's SIGINT handler chains to the
+// handler it replaced (Python's, which records the KeyboardInterrupt) and, while a kernel runs on the main
+// thread, wakes the watchdog thread. If that same call is still running after the grace period, the watchdog marks it
+// abandoned and sends SIGINT to the main thread, whose handler then longjmps back into RunOnMain:
 // AOTB_INTERRUPTED, and the outer frames (GIL, buffers, busy flag) unwind normally.
 constexpr int AOTB_INTERRUPTED = 7;
 pthread_t g_main_thread;
 int g_main_known = 0;
-sigjmp_buf g_jump;
+void *g_jump[5];  // __builtin_setjmp's buffer: frame, label and stack pointer (cheaper than sigsetjmp's)
 uint64_t g_call_counter = 0;          // main thread only
 uint64_t g_kernel_call = 0;           // the main thread's call in F, 0 when none (atomic)
 uint64_t g_abandon_call = 0;          // the call the watchdog gave up on (atomic)
 const AotbCall *g_abandoned = nullptr;  // the record of the last abandoned call, until Python takes it (atomic)
-thread_local const AotbCall *t_current = nullptr;  // the call in F on this thread (for the abort report)
+// The call in F on this thread (for the abort report). Initial-exec: a plain %fs-relative access, not a
+// __tls_get_addr call per use (8 bytes of glibc's static TLS surplus kept for dlopen'ed libraries).
+__attribute__((tls_model("initial-exec"))) thread_local const AotbCall *t_current = nullptr;
 
-bool OnMainThread() { return __atomic_load_n(&g_main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_main_thread); }
+bool OnMainThread() {
+  return __atomic_load_n(&g_main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_main_thread);
+}
 
 __attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *stream) {
-  if (sigsetjmp(g_jump, 0) != 0) {  // the SIGINT handler gave up on F: SIGINT is still blocked (its mask)
+  if (__builtin_setjmp(g_jump) != 0) {  // the SIGINT handler gave up on F: SIGINT is still blocked (its mask)
     __atomic_store_n(&g_kernel_call, 0, __ATOMIC_SEQ_CST);
     sigset_t unblock;
     sigemptyset(&unblock);
@@ -321,6 +324,7 @@ __attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *
     __atomic_store_n(&g_abandoned, c, __ATOMIC_SEQ_CST);
     return AOTB_INTERRUPTED;
   }
+  __atomic_store_n(&g_abandoned, nullptr, __ATOMIC_RELAXED);  // an older abandonment nobody asked about is stale
   __atomic_store_n(&g_kernel_call, ++g_call_counter, __ATOMIC_RELEASE);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   int outcome = CallF(c, params, stream);
@@ -485,6 +489,7 @@ struct sigaction *g_prev_int = nullptr;  // the SIGINT handler ours replaced (at
 struct sigaction g_prev_abrt;
 int g_abrt_installed = 0;
 int g_abort_fds[2] = {2, -1};  // where the abort report goes: fd 2 and, inside ipykernel, the saved real stderr
+int g_abort_report = 1;        // 0 in an isolated op's worker: its parent reports the crash
 sem_t g_watch;
 int g_watchdog_running = 0;
 int g_grace_ms = 500;
@@ -503,7 +508,7 @@ void OnInterrupt(int sig, siginfo_t *info, void *context) {
   if (running != 0) {
     if (running == __atomic_load_n(&g_abandon_call, __ATOMIC_ACQUIRE) && OnMainThread()) {
       errno = saved_errno;
-      siglongjmp(g_jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
+      __builtin_longjmp(g_jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
     }
     sem_post(&g_watch);  // async-signal-safe
   }
@@ -526,7 +531,13 @@ void *Watchdog(void *) {
   return nullptr;
 }
 
-void AfterForkInChild() { g_watchdog_running = 0; }  // threads do not survive fork: started again on next install
+// Threads do not survive fork: the watchdog is started again on the next install, and a kernel call the parent's
+// main thread was in (fork from another thread) is not this process's.
+void AfterForkInChild() {
+  g_watchdog_running = 0;
+  __atomic_store_n(&g_kernel_call, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_abandon_call, 0, __ATOMIC_RELAXED);
+}
 
 bool StartWatchdog() {
   if (g_watchdog_running) return true;
@@ -564,7 +575,7 @@ void AbortWrite(const char *text) {
 
 void OnAbort(int sig, siginfo_t *, void *) {
   const AotbCall *c = t_current;
-  if (c != nullptr && c->label != nullptr) {
+  if (g_abort_report && c != nullptr && c->label != nullptr) {
     AbortWrite("\naotbench: ");
     AbortWrite(c->label);
     AbortWrite(" called abort() in this process, which ends it now (variables are lost). Run the op with "
@@ -612,6 +623,9 @@ AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grac
 AOTB_EXPORT void *aotb_take_abandoned() {
   return const_cast<AotbCall *>(__atomic_exchange_n(&g_abandoned, nullptr, __ATOMIC_SEQ_CST));
 }
+
+// Whether the abort report is written (an isolated op's worker turns it off: the parent reports the crash).
+AOTB_EXPORT void aotb_set_abort_report(int on) { g_abort_report = on; }
 
 // A second descriptor the abort report is written to (-1: none), besides fd 2.
 AOTB_EXPORT void aotb_set_abort_fd(int fd) { g_abort_fds[1] = fd == 2 ? -1 : fd; }
