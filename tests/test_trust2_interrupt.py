@@ -27,21 +27,27 @@ ROOT = str(Path(__file__).resolve().parents[1])  # this checkout's aotbench, als
 LOOP_KERNEL = r"""
 #include <cstdint>
 #include <unistd.h>
-// Loops for ever when x[0] < 0; sleeps x[0] microseconds when x[0] > 1000; then y = 2x + 1.
+// Loops for ever when x[0] < 0; sleeps x[0] microseconds when x[0] > 1000; then y = 2x + 1. loop_state says
+// where it is (1: looping, 2: sleeping), so that a test interrupts it there and not before.
+extern "C" volatile int loop_state = 0;
 extern "C" int Loop(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
                     void *extra) {
   const float *x = static_cast<const float *>(params[0]);
   float *y = static_cast<float *>(params[1]);
   volatile int forever = x[0] < 0;
+  if (forever) loop_state = 1;
   while (forever) {}
-  if (x[0] > 1000) usleep(static_cast<useconds_t>(x[0]));
+  if (x[0] > 1000) {
+    loop_state = 2;
+    usleep(static_cast<useconds_t>(x[0]));
+  }
   for (int64_t i = 0; i < shapes[0][0]; ++i) y[i] = x[i] * 2.0f + 1.0f;
   return 0;
 }
 """
 
 SCRIPT = r"""
-import os, signal, sys, threading, time
+import ctypes, os, signal, sys, threading, time
 import numpy as np
 import aotbench
 import aotbench.errors
@@ -53,17 +59,23 @@ x = (rng.random(16) + 1).astype(np.float32)
 assert np.array_equal(op(x), x * 2 + 1)
 kept = rng.random(5)
 kept_copy = kept.copy()
+state = ctypes.c_int.in_dll(op.library.handle, "loop_state")
 
-def interrupt(after):
-    time.sleep(after)
-    print("SIGINT", time.monotonic(), flush=True)
-    os.kill(os.getpid(), signal.SIGINT)
+def interrupt(after, when):
+    state.value = 0
+    def run():
+        while state.value != when:  # the kernel got there
+            time.sleep(0.001)
+        time.sleep(after)
+        print("SIGINT", time.monotonic(), flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=run, daemon=True).start()
 
 # the fast path (a planned signature), then a first (guarded) call of a new one
 for label, n in (("fast", 16), ("guarded", 24)):
     bad = (rng.random(n) + 1).astype(np.float32)
     bad[0] = -1.0
-    threading.Thread(target=interrupt, args=(0.5,), daemon=True).start()
+    interrupt(0.3, 1)
     try:
         op(bad)
         print(label, "RETURNED", flush=True)
@@ -72,10 +84,10 @@ for label, n in (("fast", 16), ("guarded", 24)):
     y = (rng.random(n) + 1).astype(np.float32)
     print(label, "AGAIN", np.array_equal(op(y), y * 2 + 1), np.array_equal(kept, kept_copy), flush=True)
 
-# a kernel that returns 0.3 s after a SIGINT sent at 0.05 s: an ordinary KeyboardInterrupt, nothing abandoned
+# a kernel that returns 0.3 s after a SIGINT sent 0.05 s into its sleep: a KeyboardInterrupt, nothing abandoned
 slow = (rng.random(16) + 1).astype(np.float32)
 slow[0] = 350000.0
-threading.Thread(target=interrupt, args=(0.05,), daemon=True).start()
+interrupt(0.05, 2)
 try:
     op(slow)
     time.sleep(2)
@@ -153,6 +165,20 @@ def _reply(client, msg_id: str, timeout: float) -> dict:
             return msg["content"]
 
 
+def _wait_for_text(client, msg_id: str, text: str, timeout: float) -> None:
+    """Wait until the cell ``msg_id`` has printed ``text`` (its stream output on iopub)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = client.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream"
+                and text in msg["content"]["text"]):
+            return
+    raise TimeoutError(f"the cell did not print {text!r} within {timeout} s")
+
+
 def _stream(client, msg_id: str) -> str:
     text = []
     while True:
@@ -182,8 +208,9 @@ def test_interrupt_kernel_stops_an_endless_kernel_in_jupyter(loop_source, tmp_pa
         """))
         assert _reply(client, setup, 120)["status"] == "ok"
         for cell in ("y = op(bad)", "y = op(np.concatenate([bad, bad]))"):  # the fast path, then a guarded call
-            looping = client.execute(cell)
-            time.sleep(1.5)  # well inside the loop
+            looping = client.execute(f"print('LOOPING', flush=True); {cell}")
+            _wait_for_text(client, looping, "LOOPING", 60)
+            time.sleep(1.0)  # inside the loop
             sent = time.monotonic()
             km.interrupt_kernel()
             reply = _reply(client, looping, 30)
@@ -215,7 +242,7 @@ LAB_CELLS = [
     "kept = rng.random(7); kept_sum = float(kept.sum())\n"
     "bad = x.copy(); bad[0] = -1.0\n"
     "print('READY')",
-    "y = op(bad)",
+    "print('LOOPING', flush=True); y = op(bad)",
     "print('AFTER', float(kept.sum()) == kept_sum, np.array_equal(op(x + 1), 2 * (x + 1) + 1))",
 ]
 
@@ -291,8 +318,8 @@ def test_jupyterlab_stop_button_stops_an_endless_kernel(loop_source, tmp_path, m
                 run(0)
                 output(0).get_by_text("READY").wait_for(timeout=PAGE_TIMEOUT_MS)
                 run(1)
-                page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='busy']", timeout=30_000)
-                time.sleep(1.5)  # well inside the endless loop
+                output(1).get_by_text("LOOPING").wait_for(timeout=60_000)
+                time.sleep(1.0)  # inside the endless loop
                 stop = page.locator("[data-command='notebook:interrupt-kernel']").first  # the toolbar's square
                 clicked = time.monotonic()
                 stop.click()

@@ -107,8 +107,8 @@ def _describe_x86(mxcsr_before: int, mxcsr_after: int, x87_before: int, x87_afte
     if rb != ra or xb != xa:
         now = _ROUNDING[ra if rb != ra else xa]
         was = _ROUNDING[rb if rb != ra else xb]
-        parts.append(f"the rounding mode at {now} (aotbench restored round-{was})" if was == "to-nearest"
-                     else f"the rounding mode at {now} (aotbench restored {was})")
+        parts.append(f"the rounding mode at {now} (the caller's: round-{was})" if was == "to-nearest"
+                     else f"the rounding mode at {now} (the caller's: {was})")
     # An exception is trapped when its mask bit is clear: MXCSR bits 7-12, x87 control word bits 0-5.
     trapped = [name for k, name in enumerate(_EXCEPTIONS)
                if (mxcsr_before >> (7 + k)) & 1 and not (mxcsr_after >> (7 + k)) & 1
