@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,12 @@ def path_to_load(path: Path, cache_dir: Path | None) -> tuple[Path, bool]:
     now. Raises :class:`~aotbench.build.cache.CacheError` when the copy cannot be written.
     """
     key = os.path.realpath(path)
-    st = os.stat(key)
+    try:
+        st = os.stat(key)
+    except OSError:
+        return path, False  # no file there: the loader says so (LoadError naming the path)
+    if not stat.S_ISREG(st.st_mode):
+        return path, False  # a directory or device: likewise
     with _LOCK:
         seen = _SEEN.get(key)
         if seen is None:

@@ -306,9 +306,10 @@ uint64_t g_call_counter = 0;          // main thread only
 uint64_t g_kernel_call = 0;           // the main thread's call in F, 0 when none (atomic)
 uint64_t g_abandon_call = 0;          // the call the watchdog gave up on (atomic)
 const AotbCall *g_abandoned = nullptr;  // the record of the last abandoned call, until Python takes it (atomic)
-// The call in F on this thread (for the abort report). Initial-exec: a plain %fs-relative access, not a
-// __tls_get_addr call per use (8 bytes of glibc's static TLS surplus kept for dlopen'ed libraries).
-__attribute__((tls_model("initial-exec"))) thread_local const AotbCall *t_current = nullptr;
+// The call in F on this thread (for the abort report). The default (dynamic) TLS model: with initial-exec the
+// whole TLS block of every loaded host (one per cache folder) would take glibc's small static-TLS surplus, and
+// the third or fourth load fails. The handler reads it only on a thread that already set it (so allocated it).
+thread_local const AotbCall *t_current = nullptr;
 
 bool OnMainThread() {
   return __atomic_load_n(&g_main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_main_thread);
