@@ -150,8 +150,7 @@ _OUTPUT_CXX = re.compile(r"^_ZSt\d*(?:w?cout|w?cerr|w?clog)$|^_ZNSo|^_ZNSt13basi
 def output_symbols(symbols: list[Symbol]) -> list[str]:
     """Undefined symbols through which a library can print (``printf``, ``std::cout`` ...), sorted: a library
     without any cannot write to stdout itself, so its calls need no capture (:mod:`aotbench.call.prints`)."""
-    return sorted({s.name for s in symbols
-                   if not s.defined and (s.name in _OUTPUT_FUNCTIONS or _OUTPUT_CXX.search(s.name))})
+    return undefined_among(symbols, _OUTPUT_FUNCTIONS, _OUTPUT_CXX)
 
 
 # What a library can change the signal mask or a signal's handler with (libc, and the raw syscall).
@@ -163,4 +162,11 @@ _SIGNAL_FUNCTIONS = frozenset(
 def signal_symbols(symbols: list[Symbol]) -> list[str]:
     """Undefined symbols through which a library can block signals or replace a handler (``sigprocmask``,
     ``signal`` ...), sorted: only such a library's calls have the signal state saved and checked by the host."""
-    return sorted({s.name for s in symbols if not s.defined and s.name in _SIGNAL_FUNCTIONS})
+    return undefined_among(symbols, _SIGNAL_FUNCTIONS)
+
+
+def undefined_among(symbols: list[Symbol], names: frozenset, pattern: re.Pattern | None = None) -> list[str]:
+    """The undefined symbols (what the library takes from others) named in ``names`` or matching ``pattern``,
+    sorted: one question, asked of the ``.dynsym`` table by the per-library flags above."""
+    return sorted({s.name for s in symbols
+                   if not s.defined and (s.name in names or (pattern is not None and pattern.search(s.name)))})

@@ -282,6 +282,24 @@ struct SignalState {
   }
 };
 
+// After kernel code ran: if the control registers differ from what it was given (`expected`: the caller's mode,
+// switched for a fast-math library), record the change for aotb_state_report and report AOTB_FP_CHANGED; either
+// way the caller's `saved` mode is back afterwards.
+int RestoreFp(uint32_t expected, uint32_t saved, uint32_t saved_x87) {
+  const uint32_t after = GetFpControl(), after_x87 = GetX87Control();
+  if (((after ^ expected) & kFpControlBits) == 0 && after_x87 == saved_x87) {
+    if (expected != saved) SetFpControl(saved);  // a fast-math library's own mode, switched back
+    return 0;
+  }
+  g_report.control_before = expected;
+  g_report.control_after = after;
+  g_report.x87_before = saved_x87;
+  g_report.x87_after = after_x87;
+  SetX87Control(saved_x87);
+  SetFpControl(saved);
+  return AOTB_FP_CHANGED;
+}
+
 int CallF(const AotbCall *c, void **params, void *stream) {
   return Guarded([&] {
     int status = reinterpret_cast<KernelFn>(c->fn)(c->nparam, params, c->ndims, c->shapes, c->dtypes, stream,
@@ -348,18 +366,7 @@ int RunKernel(const AotbCall *c, void **params, void *stream) {
   t_current = c;
   int outcome = OnMainThread() ? RunOnMain(c, params, stream) : CallF(c, params, stream);
   t_current = outer;
-  const uint32_t after = GetFpControl(), after_x87 = GetX87Control();
-  if (((after ^ expected) & kFpControlBits) != 0 || after_x87 != saved_x87) {
-    g_report.control_before = expected;
-    g_report.control_after = after;
-    g_report.x87_before = saved_x87;
-    g_report.x87_after = after_x87;
-    SetX87Control(saved_x87);
-    SetFpControl(saved);
-    outcome |= AOTB_FP_CHANGED;
-  } else if (switch_fp) {
-    SetFpControl(saved);
-  }
+  outcome |= RestoreFp(expected, saved, saved_x87);
   if (save_signals) outcome |= signals.Restore();
   return outcome;
 }
@@ -369,17 +376,7 @@ template <typename Body>
 int FpGuarded(Body body) {
   const uint32_t saved = GetFpControl(), saved_x87 = GetX87Control();
   int outcome = body();
-  const uint32_t after = GetFpControl(), after_x87 = GetX87Control();
-  if (((after ^ saved) & kFpControlBits) != 0 || after_x87 != saved_x87) {
-    g_report.control_before = saved;
-    g_report.control_after = after;
-    g_report.x87_before = saved_x87;
-    g_report.x87_after = after_x87;
-    SetX87Control(saved_x87);
-    SetFpControl(saved);
-    outcome |= AOTB_FP_CHANGED;
-  }
-  return outcome;
+  return outcome | RestoreFp(saved, saved, saved_x87);
 }
 
 }  // namespace
