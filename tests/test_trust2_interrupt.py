@@ -125,7 +125,9 @@ def test_ctrl_c_abandons_an_endless_kernel_in_a_script(loop_source, tmp_path, se
         assert done, proc.stdout + proc.stderr
         waited = float(done[0].split()[2]) - sent[k]
         print(f"{label}: SIGINT -> KernelInterrupted in {waited:.2f} s")
-        assert 0 < waited < 2.5, waited  # the grace period (0.5 s) and a little
+        # about 0.5-1 s here (the grace period and a little); the bound only proves it returns (before: never),
+        # loose enough for a loaded CI machine
+        assert 0 < waited < 10, waited
         message = done[0]
         for words in ("abandoned", "outputs were not returned", "leaked", "variables are kept", "hang",
                       "OpenMP", "isolate=True"):
@@ -219,7 +221,7 @@ def test_interrupt_kernel_stops_an_endless_kernel_in_jupyter(loop_source, tmp_pa
             assert reply["status"] == "error", reply
             assert reply["ename"] in ("KernelInterrupted", "KeyboardInterrupt"), reply
             assert "abandoned" in reply["evalue"] and "isolate=True" in reply["evalue"], reply
-            assert waited < 5, waited
+            assert waited < 15, waited  # 0.5-0.7 s measured; before: no reply until a restart
             after = client.execute("print(float(kept.sum()) == kept_sum, np.array_equal(op(x + 1), 2 * (x + 1) + 1))")
             assert _reply(client, after, 60)["status"] == "ok"
             assert _stream(client, after).split() == ["True", "True"]
@@ -341,6 +343,6 @@ def test_jupyterlab_stop_button_stops_an_endless_kernel(loop_source, tmp_path, m
     finally:
         support.stop(proc, marker)
     print(f"stop button clicked -> KernelInterrupted shown, kernel idle: {waited:.2f} s")
-    assert waited < 5, waited
+    assert waited < 15, waited  # about 0.9 s measured; before: busy until Kernel > Restart
     assert "abandoned" in shown and "isolate=True" in shown, shown
     assert "AFTER True True" in after, after

@@ -78,12 +78,20 @@ _SIGNATURES = {
     "aotb_take_abandoned": ([], _c_void_p),
     "aotb_set_abort_fd": ([_c_int], None),
     "aotb_set_abort_report": ([_c_int], None),
+    "aotb_interrupt_state": ([], _c_void_p),
+    "aotb_use_interrupt_state": ([_c_void_p], None),
     "aotb_state_report": ([ctypes.POINTER(ctypes.c_uint64)], None),
 }
 
 # CPython stable-ABI functions the host's hot path uses to read buffers and release the GIL.
 _PYTHON_API = ("PyObject_GetBuffer", "PyBuffer_Release", "PyTuple_Size", "PyTuple_GetItem", "PyErr_Clear",
                "PyEval_SaveThread", "PyEval_RestoreThread")
+
+# The first host loaded in this process: its SIGINT and SIGABRT handlers, watchdog and interrupt state serve every
+# host (each cache folder has a host of its own; two handlers chaining to each other would recurse for ever).
+_SIGNAL_HOST: Host | None = None
+_SIGNAL_HOST_LOCK = threading.Lock()
+
 
 def source_path() -> Path:
     """The native host's C++ source (built by :func:`aotbench.build.native_host.get_host`)."""
@@ -118,6 +126,12 @@ class Host:
         self.call_buffers_with.argtypes = [_c_void_p, ctypes.py_object, ctypes.py_object, _c_void_p]
         self.call_buffers_with.restype = _c_int
         self._warned: set = set()  # (function, kind) pairs already warned about (note_changes)
+        global _SIGNAL_HOST
+        with _SIGNAL_HOST_LOCK:
+            if _SIGNAL_HOST is None:
+                _SIGNAL_HOST = self  # the first host's handlers serve every host (one SIGINT handler per process)
+            else:
+                lib.aotb_use_interrupt_state(_SIGNAL_HOST.lib.aotb_interrupt_state())
         self.install_signal_handlers()
         interrupts.watch(self)
 
@@ -126,9 +140,15 @@ class Host:
         """(Re)install the host's SIGINT handler (the stop button abandons an endless kernel, see
         :mod:`aotbench.abi.interrupts`) and its abort report; a syscall or two, so never per call. 1 when the SIGINT
         handler is in place, 0 when SIGINT is ignored or has its default action (left so)."""
-        self.lib.aotb_set_abort_fd(interrupts.real_stderr_fd())
-        return self.lib.aotb_install_signal_handlers(threading.main_thread().ident or 0,
-                                                     int(interrupts.GRACE_S * 1000))
+        owner = _SIGNAL_HOST if _SIGNAL_HOST is not None else self
+        owner.lib.aotb_set_abort_fd(interrupts.real_stderr_fd())
+        return owner.lib.aotb_install_signal_handlers(threading.main_thread().ident or 0,
+                                                      int(interrupts.GRACE_S * 1000))
+
+    def set_abort_report(self, on: bool) -> None:
+        """Whether an in-process abort() prints its one line (an isolated op's worker turns it off: its parent
+        reports the crash)."""
+        (_SIGNAL_HOST if _SIGNAL_HOST is not None else self).lib.aotb_set_abort_report(int(on))
 
     def take_abandoned(self) -> int:
         """The address of the call record the last interrupt abandoned (0 if none), forgotten once read."""
@@ -237,7 +257,8 @@ class Host:
         code = self.note_changes(code, function)
         if code == OK:
             return
-        if code == INTERRUPTED:
+        if code == INTERRUPTED:  # reached without a pending KeyboardInterrupt (e.g. a path without Op's handling)
+            interrupts.retire_abandoned(self)
             raise interrupts.abandoned(function)
         if code == STATUS:
             raise KernelError(function, status=status if status else self.lib.aotb_error_status())

@@ -19,7 +19,8 @@ import weakref
 
 from ..errors import KernelInterrupted
 
-__all__ = ["GRACE_S", "PLANS", "KernelInterrupted", "abandoned", "real_stderr_fd", "retire", "watch"]
+__all__ = ["GRACE_S", "PLANS", "KernelInterrupted", "abandoned", "is_retired", "keep", "real_stderr_fd",
+           "retire_abandoned", "watch"]
 
 #: How long a kernel call may take to return after SIGINT before it is abandoned.
 GRACE_S = 0.5
@@ -64,15 +65,36 @@ def abandoned(function: str) -> KernelInterrupted:
         "process is ended instead.")
 
 
-# Plans of abandoned calls: never freed (their kernel data may be inconsistent, so DestructKernelData must not
-# run on it, and the memory a still-running OpenMP worker may touch stays valid).
-RETIRED_PLANS: list = []
+# What abandoned calls used, never freed: their plans (the kernel data may be inconsistent, so DestructKernelData
+# must not run on it) and the tracebacks of their KeyboardInterrupts, whose frames hold the call's inputs, outputs
+# and guarded buffers (an OpenMP worker of the call may still be writing into them).
+RETIRED: list = []
+_RETIRED_IDS: set[int] = set()
 
 
-def retire(plan) -> None:
-    """Keep ``plan`` (an abandoned call's) alive for ever without ever freeing its kernel data."""
-    plan.release.detach()
-    RETIRED_PLANS.append(plan)
+def retire_abandoned(host) -> bool:
+    """If the host abandoned a call since this was last asked, keep that call's plan alive for ever without
+    freeing its kernel data, and return True."""
+    address = host.take_abandoned()
+    if not address:
+        return False
+    plan = PLANS.pop(address, None)
+    if plan is not None:
+        plan.release.detach()
+        RETIRED.append(plan)
+        _RETIRED_IDS.add(id(plan))
+    return True
+
+
+def is_retired(plan) -> bool:
+    """Whether ``plan`` served an abandoned call (an op drops such plans from its cache)."""
+    return id(plan) in _RETIRED_IDS
+
+
+def keep(traceback) -> None:
+    """Keep an abandoned call's frames (and so its arrays) alive for ever."""
+    if traceback is not None:
+        RETIRED.append(traceback)
 
 
 #: Every plan the slow path made, by its call record's address (what the host names an abandoned call by).

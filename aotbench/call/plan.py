@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..abi import interrupts
 from ..abi.attrs import TypedAttr
 from ..abi.dtypes import dtype_string
 from ..abi.host import MAX_PARAMS, CallRecord, Host
@@ -275,6 +276,7 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
         plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
                     attrs, own, name, allocate_workspace, single=not spec.returns_tuple)
         plan.prints = lib.prints
+        interrupts.PLANS[plan.address] = plan  # how an abandoned call's plan is found (and retired)
     except BaseException:
         host.free_extra(extra)
         raise

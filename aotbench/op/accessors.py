@@ -55,7 +55,13 @@ class Accessors:
         """
         from ..safety.check import check
 
-        return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
+        try:
+            return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
+        except KeyboardInterrupt as exc:  # the stop button on an endless kernel: retire what the call used
+            abandoned = self._abandoned(exc)
+            if abandoned is None:
+                raise
+            raise abandoned from None
 
     def bench(self, *arrays: Any, **options: Any):
         """Time calls on these inputs: :func:`aotbench.bench` (``budget_ms=``, ``warmup=``, ``flush_cache=``)."""

@@ -241,15 +241,12 @@ class Op(Accessors, CodeViews):
         """After a KeyboardInterrupt in a call: if the host abandoned the call's kernel (it did not return in time
         after SIGINT), retire the call's plan without freeing its kernel data and return the honest
         :class:`~aotbench.errors.KernelInterrupted`; None for an ordinary interrupt."""
-        address = self._host.take_abandoned()
-        if not address:
+        if not interrupts.retire_abandoned(self._host) and not isinstance(exc, interrupts.KernelInterrupted):
             return None
-        plan = interrupts.PLANS.pop(address, None)
-        if plan is not None:
-            with self._lock:
-                for key in [k for k, p in self._plans.items() if p is plan]:
-                    del self._plans[key]
-            interrupts.retire(plan)
+        interrupts.keep(exc.__traceback__)  # the call's arrays: an OpenMP worker of it may still write them
+        with self._lock:
+            for key in [k for k, p in self._plans.items() if interrupts.is_retired(p)]:
+                del self._plans[key]
         return exc if isinstance(exc, interrupts.KernelInterrupted) else interrupts.abandoned(self.name)
 
     def _invoke(self, plan: Plan, arrays: tuple) -> Any:
@@ -403,7 +400,6 @@ class Op(Accessors, CodeViews):
             host.install_signal_handlers()  # again, in case the program replaced them (a syscall: fine here)
             with prints.shown(library.prints):  # what Init prints
                 plan = make_plan(spec, host, library, arrays, attr_list + call_attrs)
-            interrupts.PLANS[plan.address] = plan  # so that an abandoned call's plan can be retired
             if not spec.guard:
                 self._remember_plan(key, plan, generation)
                 return self._invoke(plan, arrays)

@@ -58,7 +58,7 @@ class Server:
         self._Op = Op
         self.spec = spec
         self.host = Host(Path(host))
-        self.host.lib.aotb_set_abort_report(0)  # the parent reports a crash (KernelCrashedError), not the host
+        self.host.set_abort_report(False)  # the parent reports a crash (KernelCrashedError), not the host
         if spec.sanitize is None:  # before the kernel's library is loaded: its constructors may crash too
             self.host.lib.aotb_install_crash_report(sys.stderr.fileno())
         with warnings.catch_warnings():  # the parent has said it already (a fast-math library, say)

@@ -311,44 +311,52 @@ int CallF(const AotbCall *c, void **params, void *stream) {
 
 // -- interrupts (the stop button on an endless kernel) ---------------------------------------------------------
 // The kernel runs on the calling thread with the GIL released. On the main thread RunOnMain marks the call
-// (g_kernel_call, a sequence number) after a cheap __builtin_setjmp. The host's SIGINT handler chains to the
+// (kernel_call, a sequence number) after a cheap __builtin_setjmp. The host's SIGINT handler chains to the
 // handler it replaced (Python's, which records the KeyboardInterrupt) and, while a kernel runs on the main
 // thread, wakes the watchdog thread. If that same call is still running after the grace period, the watchdog marks it
 // abandoned and sends SIGINT to the main thread, whose handler then longjmps back into RunOnMain:
 // AOTB_INTERRUPTED, and the outer frames (GIL, buffers, busy flag) unwind normally.
+//
+// A process may load several hosts (one per cache folder), but SIGINT has one handler: every host works on ONE
+// InterruptState, the first host's (Python hands its address to the later ones, aotb_use_interrupt_state), and
+// only the first host's handler and watchdog are ever installed.
 constexpr int AOTB_INTERRUPTED = 7;
-pthread_t g_main_thread;
-int g_main_known = 0;
-void *g_jump[5];  // __builtin_setjmp's buffer: frame, label and stack pointer (cheaper than sigsetjmp's)
-uint64_t g_call_counter = 0;          // main thread only
-uint64_t g_kernel_call = 0;           // the main thread's call in F, 0 when none (atomic)
-uint64_t g_abandon_call = 0;          // the call the watchdog gave up on (atomic)
-const AotbCall *g_abandoned = nullptr;  // the record of the last abandoned call, until Python takes it (atomic)
-// The call in F on this thread (for the abort report). The default (dynamic) TLS model: with initial-exec the
-// whole TLS block of every loaded host (one per cache folder) would take glibc's small static-TLS surplus, and
-// the third or fourth load fails. The handler reads it only on a thread that already set it (so allocated it).
-thread_local const AotbCall *t_current = nullptr;
+struct InterruptState {
+  pthread_t main_thread;
+  int main_known;
+  void *jump[5];                // __builtin_setjmp's buffer: frame, label, stack pointer (cheaper than sigsetjmp's)
+  uint64_t call_counter;        // main thread only
+  uint64_t kernel_call;         // the main thread's call in F, 0 when none (atomic)
+  uint64_t abandon_call;        // the call the watchdog gave up on (atomic)
+  const AotbCall *abandoned;    // the record of the last abandoned call, until Python takes it (atomic)
+  int watchdog_kill;            // 1 while the SIGINT the watchdog sent is on its way: it is not chained (atomic)
+  sigset_t handler_mask;        // what the SIGINT handler runs with: unblocked again after the longjmp
+  pthread_key_t current_key;    // the call in F on each thread, for the abort report (pthread_getspecific
+  int key_made;                 // allocates nothing, so the handler may read it on any thread)
+};
+InterruptState g_own_state = {};
+InterruptState *g_state = &g_own_state;
 
 bool OnMainThread() {
-  return __atomic_load_n(&g_main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), g_main_thread);
+  const InterruptState *st = g_state;
+  return __atomic_load_n(&st->main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), st->main_thread);
 }
 
 __attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *stream) {
-  if (__builtin_setjmp(g_jump) != 0) {  // the SIGINT handler gave up on F: SIGINT is still blocked (its mask)
-    __atomic_store_n(&g_kernel_call, 0, __ATOMIC_SEQ_CST);
-    sigset_t unblock;
-    sigemptyset(&unblock);
-    sigaddset(&unblock, SIGINT);
-    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
-    __atomic_store_n(&g_abandoned, c, __ATOMIC_SEQ_CST);
+  InterruptState *st = g_state;
+  if (__builtin_setjmp(st->jump) != 0) {  // the SIGINT handler gave up on F: its mask is still blocked
+    st = g_state;
+    __atomic_store_n(&st->kernel_call, 0, __ATOMIC_SEQ_CST);
+    pthread_sigmask(SIG_UNBLOCK, &st->handler_mask, nullptr);
+    __atomic_store_n(&st->abandoned, c, __ATOMIC_SEQ_CST);
     return AOTB_INTERRUPTED;
   }
-  __atomic_store_n(&g_abandoned, nullptr, __ATOMIC_RELAXED);  // an older abandonment nobody asked about is stale
-  __atomic_store_n(&g_kernel_call, ++g_call_counter, __ATOMIC_RELEASE);
+  __atomic_store_n(&st->abandoned, nullptr, __ATOMIC_RELAXED);  // an older abandonment nobody asked about is stale
+  __atomic_store_n(&st->kernel_call, ++st->call_counter, __ATOMIC_RELEASE);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   int outcome = CallF(c, params, stream);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  __atomic_store_n(&g_kernel_call, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&st->kernel_call, 0, __ATOMIC_RELEASE);
   return outcome;
 }
 
@@ -362,10 +370,11 @@ int RunKernel(const AotbCall *c, void **params, void *stream) {
   SignalState signals;
   const bool save_signals = (c->flags & kCallSaveSignals) != 0;
   if (save_signals) signals.Save();
-  const AotbCall *outer = t_current;
-  t_current = c;
+  const InterruptState *st = g_state;
+  const void *outer = st->key_made ? pthread_getspecific(st->current_key) : nullptr;
+  if (st->key_made) pthread_setspecific(st->current_key, c);
   int outcome = OnMainThread() ? RunOnMain(c, params, stream) : CallF(c, params, stream);
-  t_current = outer;
+  if (st->key_made) pthread_setspecific(st->current_key, outer);
   outcome |= RestoreFp(expected, saved, saved_x87);
   if (save_signals) outcome |= signals.Restore();
   return outcome;
@@ -494,21 +503,25 @@ int g_grace_ms = 500;
 
 void OnInterrupt(int sig, siginfo_t *info, void *context) {
   const int saved_errno = errno;
+  InterruptState *st = g_state;
   const struct sigaction *prev = __atomic_load_n(&g_prev_int, __ATOMIC_ACQUIRE);
-  if (prev != nullptr) {  // chain first: Python's handler records the KeyboardInterrupt
+  // The watchdog's own SIGINT is not a second interrupt: Python was told of the first one already.
+  const bool from_watchdog = __atomic_exchange_n(&st->watchdog_kill, 0, __ATOMIC_ACQ_REL) != 0 &&
+                             info != nullptr && info->si_code == SI_TKILL && info->si_pid == getpid();
+  if (prev != nullptr && !from_watchdog) {  // chain first: Python's handler records the KeyboardInterrupt
     if (prev->sa_flags & SA_SIGINFO) {
       if (prev->sa_sigaction != nullptr) prev->sa_sigaction(sig, info, context);
     } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
       prev->sa_handler(sig);
     }
   }
-  const uint64_t running = __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE);
+  const uint64_t running = __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE);
   if (running != 0) {
-    if (running == __atomic_load_n(&g_abandon_call, __ATOMIC_ACQUIRE) && OnMainThread()) {
+    if (running == __atomic_load_n(&st->abandon_call, __ATOMIC_ACQUIRE) && OnMainThread()) {
       errno = saved_errno;
-      __builtin_longjmp(g_jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
+      __builtin_longjmp(st->jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
     }
-    sem_post(&g_watch);  // async-signal-safe
+    if (!from_watchdog) sem_post(&g_watch);  // async-signal-safe
   }
   errno = saved_errno;
 }
@@ -516,15 +529,17 @@ void OnInterrupt(int sig, siginfo_t *info, void *context) {
 void *Watchdog(void *) {
   for (;;) {
     if (sem_wait(&g_watch) != 0) continue;
-    const uint64_t call = __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE);
+    InterruptState *st = g_state;
+    const uint64_t call = __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE);
     if (call == 0) continue;
-    for (int waited = 0; waited < g_grace_ms && __atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE) == call;
+    for (int waited = 0; waited < g_grace_ms && __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE) == call;
          waited += 10) {
       usleep(10000);
     }
-    if (__atomic_load_n(&g_kernel_call, __ATOMIC_ACQUIRE) != call) continue;  // it returned: nothing to abandon
-    __atomic_store_n(&g_abandon_call, call, __ATOMIC_RELEASE);
-    pthread_kill(g_main_thread, SIGINT);
+    if (__atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE) != call) continue;  // it returned: nothing to abandon
+    __atomic_store_n(&st->abandon_call, call, __ATOMIC_RELEASE);
+    __atomic_store_n(&st->watchdog_kill, 1, __ATOMIC_RELEASE);
+    pthread_kill(st->main_thread, SIGINT);
   }
   return nullptr;
 }
@@ -533,8 +548,9 @@ void *Watchdog(void *) {
 // main thread was in (fork from another thread) is not this process's.
 void AfterForkInChild() {
   g_watchdog_running = 0;
-  __atomic_store_n(&g_kernel_call, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&g_abandon_call, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_state->kernel_call, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_state->abandon_call, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_state->watchdog_kill, 0, __ATOMIC_RELAXED);
 }
 
 bool StartWatchdog() {
@@ -572,7 +588,8 @@ void AbortWrite(const char *text) {
 }
 
 void OnAbort(int sig, siginfo_t *, void *) {
-  const AotbCall *c = t_current;
+  const InterruptState *st = g_state;
+  const auto *c = st->key_made ? static_cast<const AotbCall *>(pthread_getspecific(st->current_key)) : nullptr;
   if (g_abort_report && c != nullptr && c->label != nullptr) {
     AbortWrite("\naotbench: ");
     AbortWrite(c->label);
@@ -591,8 +608,11 @@ void OnAbort(int sig, siginfo_t *, void *) {
 // on every slow-path call). 1: installed; 0: SIGINT is ignored or has its default action, which stay as they
 // are; -1: failed. The first call also installs the abort report (SIGABRT).
 AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grace_ms) {
-  g_main_thread = static_cast<pthread_t>(main_thread);
-  __atomic_store_n(&g_main_known, 1, __ATOMIC_RELEASE);
+  InterruptState *st = g_state;
+  if (st != &g_own_state) return -1;  // a later host: the first host's handler serves every host
+  st->main_thread = static_cast<pthread_t>(main_thread);
+  __atomic_store_n(&st->main_known, 1, __ATOMIC_RELEASE);
+  if (!st->key_made && pthread_key_create(&st->current_key, nullptr) == 0) st->key_made = 1;
   if (grace_ms > 0) g_grace_ms = grace_ms;
   if (!g_abrt_installed) {
     struct sigaction sa = {};
@@ -614,12 +634,20 @@ AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grac
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (current.sa_flags & SA_RESTART);
   sa.sa_mask = current.sa_mask;
   sigaddset(&sa.sa_mask, SIGINT);
+  st->handler_mask = sa.sa_mask;
   return sigaction(SIGINT, &sa, nullptr) == 0 ? 1 : -1;
+}
+
+// This host's interrupt state, and: work on another host's (the first one loaded in the process), so that one
+// SIGINT handler and one watchdog serve the kernels of every host.
+AOTB_EXPORT void *aotb_interrupt_state() { return &g_own_state; }
+AOTB_EXPORT void aotb_use_interrupt_state(void *state) {
+  g_state = state != nullptr ? static_cast<InterruptState *>(state) : &g_own_state;
 }
 
 // The record of the call the stop button abandoned last (0 if none), cleared by the read.
 AOTB_EXPORT void *aotb_take_abandoned() {
-  return const_cast<AotbCall *>(__atomic_exchange_n(&g_abandoned, nullptr, __ATOMIC_SEQ_CST));
+  return const_cast<AotbCall *>(__atomic_exchange_n(&g_state->abandoned, nullptr, __ATOMIC_SEQ_CST));
 }
 
 // Whether the abort report is written (an isolated op's worker turns it off: the parent reports the crash).
