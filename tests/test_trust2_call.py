@@ -54,23 +54,35 @@ def test_after_a_reload_returns_no_call_runs_the_old_library_even_with_first_cal
         shapes: list[int] = []
         stop = threading.Event()
 
+        failures: list[BaseException] = []
+
         def first_calls(gen=np.random.default_rng()):
             n = 1
-            while not stop.is_set():
-                n += 1
-                op(gen.standard_normal(n).astype(np.float32))  # a new shape: a slow, guarded first call
-                shapes.append(n)
+            try:
+                while not stop.is_set():
+                    n += 1
+                    op(gen.standard_normal(n).astype(np.float32))  # a new shape: a slow, guarded first call
+                    shapes.append(n)
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                failures.append(exc)
+
+        def wait_for(count: int) -> None:
+            deadline = time.monotonic() + 120
+            while len(shapes) < count and worker.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert not failures, failures
+            assert len(shapes) >= count, "the calling thread stopped making first calls"
 
         worker = threading.Thread(target=first_calls)
         worker.start()
-        while len(shapes) < 5:
-            time.sleep(0.001)
-        op._adopt(rebuilt)  # the cell re-run: x + 0 edited to x + 1
-        reloaded_at = len(shapes)
-        while len(shapes) < reloaded_at + 5:
-            time.sleep(0.001)
-        stop.set()
-        worker.join()
+        try:
+            wait_for(5)
+            op._adopt(rebuilt)  # the cell re-run: x + 0 edited to x + 1
+            wait_for(len(shapes) + 5)
+        finally:
+            stop.set()
+            worker.join()
+        assert not failures, failures
         rng = np.random.default_rng()
         for n in shapes:
             x = rng.standard_normal(n).astype(np.float32)

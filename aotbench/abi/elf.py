@@ -138,11 +138,11 @@ def attr_instantiations(symbols: list[Symbol]) -> list[str]:
 # What a library can write output with: C stdio and POSIX writes (the _chk forms are what -D_FORTIFY_SOURCE calls),
 # and the C++ streams (std::cout and any std::ostream's operators and members).
 _OUTPUT_FUNCTIONS = frozenset(
-    "printf vprintf fprintf vfprintf dprintf vdprintf puts putchar putc fputc fputs fwrite perror psignal "
+    "printf vprintf fprintf vfprintf dprintf vdprintf puts putchar putc fputc fputs fwrite "
     "putchar_unlocked putc_unlocked fputc_unlocked fputs_unlocked fwrite_unlocked "
     "__printf_chk __vprintf_chk __fprintf_chk __vfprintf_chk __dprintf_chk __vdprintf_chk "
     "wprintf vwprintf fwprintf vfwprintf putwchar putwc fputwc fputws __wprintf_chk __fwprintf_chk "
-    "__vwprintf_chk __vfwprintf_chk write writev pwrite pwritev syscall stdout stderr".split())
+    "__vwprintf_chk __vfwprintf_chk write writev pwrite pwritev syscall stdout".split())
 _OUTPUT_CXX = re.compile(r"^_ZSt\d*(?:w?cout|w?cerr|w?clog)$|^_ZNSo|^_ZNSt13basic_ostream|^_ZSt16__ostream_insert"
                          r"|^_ZStlsI|St13basic_ostream|^_ZSt4endl|^_ZSt5flush")
 
