@@ -173,8 +173,22 @@ def _optimised(built_with: Sequence[str]) -> bool:
 def _foreign_header(source: Path, built_with: Sequence[str]) -> bool:
     """True when a custom_aot_extra.h other than aotbench's is beside the source or in a user's -I folder."""
     own = _OWN_INCLUDE
-    folders = [source.parent] + [Path(a[2:]) for a in built_with if a.startswith("-I") and len(a) > 2]
-    return any((f / _HEADER).is_file() and f.resolve() != own for f in folders)
+    return any((f / _HEADER).is_file() and f.resolve() != own for f in [source.parent, *_include_folders(built_with)])
+
+
+def _include_folders(argv: Sequence[str]) -> list[Path]:
+    """The folders a command's include options name, joined (``-Idir``) or apart (``-I dir``); the same options
+    as the build layer's ``toolchain.INCLUDE_OPTIONS``, which this layer may not import."""
+    options = ("-I", "-iquote", "-isystem", "-idirafter")
+    folders = []
+    for k, arg in enumerate(argv):
+        option = next((o for o in options if arg.startswith(o)), None)
+        if option is None:
+            continue
+        value = arg[len(option):] or (argv[k + 1] if k + 1 < len(argv) else "")
+        if value:
+            folders.append(Path(value))
+    return folders
 
 
 def _cell_text(source: Path) -> str | None:

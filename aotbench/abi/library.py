@@ -37,6 +37,7 @@ class KernelLibrary:
     fp_clear: int = 0  # and turned off
     prints: bool = False  # it references printf, std::cout ...: its calls capture stdout (aotbench.call.prints)
     signals: bool = False  # it references sigprocmask, signal ...: the host saves and checks the signal state
+    openmp: bool = False  # it depends on GNU OpenMP's runtime (DT_NEEDED libgomp): refused after a fork (call.forking)
 
 
 def check_function_name(name: str) -> str:
@@ -78,7 +79,8 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
                                   elf.mangled_matches(symbols, name))
     return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
                          address("aotb_cuda_last_error"), change.set, change.clear,
-                         prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)))
+                         prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)),
+                         openmp=any(n.startswith("libgomp") for n in elf.needed_libraries(image)))
 
 
 def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Change]:

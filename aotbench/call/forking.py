@@ -2,8 +2,8 @@
 
 GNU OpenMP (libgomp) keeps a pool of worker threads from its first parallel region on; ``fork()`` copies only the
 calling thread, so in the child the pool's threads are gone while libgomp still counts on them, and the child's
-first parallel region waits for them for ever. An op whose library depends on libgomp (``DT_NEEDED``, read once
-per loaded library) marks the process when its first plan is made (every run of a kernel goes through one); in a
+first parallel region waits for them for ever. An op whose library depends on libgomp (``DT_NEEDED``, read when
+the library is loaded: ``KernelLibrary.openmp``) marks the process when its first plan is made (every run of a kernel goes through one); in a
 child forked after that, such an op raises :class:`~aotbench.errors.ForkedOpenMPError` instead of hanging. Ops
 without OpenMP are not affected, nor is the fast path: the child drops the OpenMP ops' plans (see ``op.py``), so
 their next call comes here.
@@ -13,26 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..abi import elf
 from ..abi.library import KernelLibrary
 from ..errors import ForkedOpenMPError
 
-_USES_GOMP: dict[tuple[str, int], bool] = {}  # per loaded library (path, dlopen handle)
 _ran = False  # an OpenMP op was prepared to run in this process
 _forked_after_openmp = False  # this process is a fork of one where an OpenMP op had run
 
 
 def uses_libgomp(lib: KernelLibrary) -> bool:
-    """Whether ``lib`` loads GNU OpenMP's runtime (its ``DT_NEEDED`` names ``libgomp``)."""
-    key = (str(lib.path), getattr(lib.handle, "_handle", 0))
-    found = _USES_GOMP.get(key)
-    if found is None:
-        try:
-            needed = elf.needed_libraries(Path(lib.path).read_bytes())
-        except OSError:
-            needed = []
-        found = _USES_GOMP[key] = any(name.startswith("libgomp") for name in needed)
-    return found
+    """Whether ``lib`` loads GNU OpenMP's runtime itself (its ``DT_NEEDED`` names ``libgomp``, read when it was
+    loaded). A kernel that reaches libgomp only through another library of its own is not recognised."""
+    return lib.openmp
 
 
 def before_run(lib: KernelLibrary) -> None:
