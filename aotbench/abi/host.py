@@ -142,8 +142,8 @@ class Host:
         handler is in place, 0 when SIGINT is ignored or has its default action (left so)."""
         owner = _SIGNAL_HOST if _SIGNAL_HOST is not None else self
         owner.lib.aotb_set_abort_fd(interrupts.real_stderr_fd())
-        return owner.lib.aotb_install_signal_handlers(threading.main_thread().ident or 0,
-                                                      int(interrupts.GRACE_S * 1000))
+        grace_ms = -1 if interrupts.program_handles_sigint() else int(interrupts.GRACE_S * 1000)  # -1: abort only
+        return owner.lib.aotb_install_signal_handlers(threading.main_thread().ident or 0, grace_ms)
 
     def set_abort_report(self, on: bool) -> None:
         """Whether an in-process abort() prints its one line (an isolated op's worker turns it off: its parent
@@ -154,26 +154,27 @@ class Host:
         """The address of the call record the last interrupt abandoned (0 if none), forgotten once read."""
         return self.lib.aotb_take_abandoned() or 0
 
-    def note_changes(self, code: int, function: str) -> int:
-        """``code`` without the state-changed bits, after warning (once per function) about what they say the
-        kernel changed and the host restored."""
+    def note_changes(self, code: int, function: str, owner: object = None) -> int:
+        """``code`` without the state-changed bits, after warning (once per ``owner`` — the kernel's library —,
+        else per function name) about what they say the kernel changed and the host restored."""
+        owner = function if owner is None else owner
         if not code & STATE_CHANGED:
             return code
         report = (ctypes.c_uint64 * 7)()
         self.lib.aotb_state_report(report)
-        if code & FP_CHANGED and (function, "fp") not in self._warned:
-            self._warned.add((function, "fp"))
+        if code & FP_CHANGED and (owner, "fp") not in self._warned:
+            self._warned.add((owner, "fp"))
             warnings.warn(FloatingPointEnvWarning(
                 f"{function} {fpenv.describe_call_change(*report[:4])}; aotbench restored the caller's "
                 "environment after the call, so numpy and Python compute as before. Set it inside the kernel only "
                 "for the code that needs it and put it back before returning (fegetenv/fesetenv). (Said once per "
-                "op.)"), stacklevel=user_stacklevel())
-        if code & SIGNALS_CHANGED and (function, "signals") not in self._warned:
-            self._warned.add((function, "signals"))
+                "kernel library.)"), stacklevel=user_stacklevel())
+        if code & SIGNALS_CHANGED and (owner, "signals") not in self._warned:
+            self._warned.add((owner, "signals"))
             warnings.warn(SignalStateWarning(
                 f"{function} {fpenv.describe_signal_change(*report[4:7])}; aotbench restored the signal mask and "
                 "handler after the call, so Ctrl-C and the notebook's stop button still work. Restore them inside "
-                "the kernel before returning (pthread_sigmask with the saved set). (Said once per op.)"),
+                "the kernel before returning (pthread_sigmask with the saved set). (Said once per kernel library.)"),
                 stacklevel=user_stacklevel())
         return code & ~STATE_CHANGED
 
@@ -252,9 +253,10 @@ class Host:
             at += 1 + rank
         return result
 
-    def raise_for(self, code: int, function: str, status: int, attrs: list[TypedAttr]) -> None:
-        """Raise the aotbench error for a host outcome code (nothing for ``OK``; a state-changed bit warns)."""
-        code = self.note_changes(code, function)
+    def raise_for(self, code: int, function: str, status: int, attrs: list[TypedAttr], owner: object = None) -> None:
+        """Raise the aotbench error for a host outcome code (nothing for ``OK``; a state-changed bit warns, once
+        per ``owner``: see :meth:`note_changes`)."""
+        code = self.note_changes(code, function, owner)
         if code == OK:
             return
         if code == INTERRUPTED:  # reached without a pending KeyboardInterrupt (e.g. a path without Op's handling)

@@ -14,6 +14,8 @@ until the program calls ``signal.signal(SIGINT, ...)`` itself; the next first ca
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import weakref
 
@@ -39,6 +41,25 @@ def real_stderr_fd() -> int:
 def _reinstall(*_args) -> None:
     for host in list(_HOSTS):
         host.install_signal_handlers()
+        break  # the first host's handlers serve them all
+
+
+def program_handles_sigint() -> bool:
+    """True when SIGINT's Python handler is the program's own (not ``default_int_handler``, which raises
+    KeyboardInterrupt, as ipykernel's cells and plain scripts have): the host then leaves SIGINT alone, so a
+    handler that lets the kernel finish ("stop after this batch") never sees its call abandoned."""
+    try:
+        return signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    except (ValueError, TypeError):
+        return True
+
+
+def _reinstall_in_child() -> None:
+    """A forked child has no watchdog thread (threads do not survive fork): start the handlers' again."""
+    _reinstall()
+
+
+os.register_at_fork(after_in_child=_reinstall_in_child)
 
 
 def watch(host) -> None:
@@ -59,8 +80,9 @@ def abandoned(function: str) -> KernelInterrupted:
         f"{function} did not return within {GRACE_S:g} s of the interrupt, so its call was abandoned mid-run: "
         "its outputs were not returned and the memory it allocated is leaked; your variables are kept and the op "
         "stays usable (its next call prepares afresh). Not safe: if the kernel was stopped while holding a lock "
-        "(inside malloc or new, an OpenMP region, a mutex), this process may hang later, and OpenMP worker "
-        "threads of that call may keep running; save your work and restart the kernel when convenient. For a "
+        "(inside malloc or new, printf or another stdio call, an OpenMP region, a mutex), this process may hang "
+        "later; OpenMP worker threads of that call may keep running, and later OpenMP regions on this thread may "
+        "run on one thread; save your work and restart the kernel when convenient. For a "
         "kernel that may loop, use isolate=True (Custom(..., isolate=True), %%aot_kernel --isolate): its worker "
         "process is ended instead.")
 

@@ -65,7 +65,11 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
     if foreign:
         raise AbiMismatchError(str(path), foreign)
     attrcheck.check(str(path), symbols, built_with)  # Attr<double> under a header that would read it as 0
+    gomp_before = _libgomp_loaded()
     handle, change = _open(Path(path), built_with)
+    # OpenMP: its own DT_NEEDED names libgomp, or its loading brought libgomp in (through a library of its own)
+    openmp = any(n.startswith("libgomp") for n in elf.needed_libraries(image)) or (
+        not gomp_before and _libgomp_loaded())
 
     def address(symbol: str) -> int:
         try:
@@ -80,7 +84,16 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
     return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
                          address("aotb_cuda_last_error"), change.set, change.clear,
                          prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)),
-                         openmp=any(n.startswith("libgomp") for n in elf.needed_libraries(image)))
+                         openmp=openmp)
+
+
+def _libgomp_loaded() -> bool:
+    """Whether GNU OpenMP's runtime is loaded in this process (asked without loading it)."""
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+        return True
+    except OSError:
+        return False
 
 
 def _open(path: Path, built_with: Sequence[str]) -> tuple[ctypes.CDLL, fpenv.Change]:

@@ -52,15 +52,17 @@ def path_to_load(path: Path, cache_dir: Path | None) -> tuple[Path, bool]:
         return path, False  # a directory or device: likewise
     with _LOCK:
         seen = _SEEN.get(key)
+        # The real path is what is loaded: dlopen matches a name it loaded before, so a symlink re-pointed to
+        # another file would otherwise hand back the library the link named then.
         if seen is None:
             _SEEN[key] = _Seen(_identity(st), cache.sha256_file(Path(key)))
-            return path, False
+            return Path(key), False
         if seen.identity == _identity(st) and not cache._racy(st):
-            return path, False
+            return Path(key), False
         digest = cache.sha256_file(Path(key))
         if digest == seen.sha256:
             _SEEN[key] = _Seen(_identity(st), digest)  # touched or copied back: what is loaded is what it holds
-            return path, False
+            return Path(key), False
     root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
     copy = root / "prebuilt" / digest / Path(key).name
     try:

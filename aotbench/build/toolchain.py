@@ -76,15 +76,29 @@ def user_include_dirs(source: Path, flags: tuple[str, ...]) -> list[str]:
     return [os.path.abspath(d) for d in dict.fromkeys(dirs)]
 
 
+# Options whose next argument is a file the compiler looks for in the working directory first.
+FILE_OPTIONS = ("-include", "-imacros")
+
+
 def anchor_include_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
     """``flags`` with each relative include folder (-I, -iquote, -isystem, -idirafter, joined or as the next
     argument) made absolute against the working directory now: the compiler would resolve it against the
-    working directory of the build, which a later ``os.chdir`` or ``%cd`` changes. Absolute ones are kept."""
-    out, pending = [], False
+    working directory of the build, which a later ``os.chdir`` or ``%cd`` changes. Absolute ones are kept. The
+    file of an ``-include``/``-imacros`` is made absolute too when it is found from the working directory now
+    (else the compiler searches the include folders for it, and the name is kept)."""
+    out, pending, pending_file = [], False, False
     for flag in flags:
         if pending:
             out.append(os.path.abspath(flag) if flag else flag)
             pending = False
+            continue
+        if pending_file:  # a file found from the working directory now is that file for good
+            out.append(os.path.abspath(flag) if flag and os.path.isfile(flag) else flag)
+            pending_file = False
+            continue
+        if flag in FILE_OPTIONS:
+            pending_file = True
+            out.append(flag)
             continue
         option = next((o for o in INCLUDE_OPTIONS if flag.startswith(o)), None)
         if option is not None and flag == option:

@@ -2,8 +2,8 @@
 
 GNU OpenMP (libgomp) keeps a pool of worker threads from its first parallel region on; ``fork()`` copies only the
 calling thread, so in the child the pool's threads are gone while libgomp still counts on them, and the child's
-first parallel region waits for them for ever. An op whose library depends on libgomp (``DT_NEEDED``, read when
-the library is loaded: ``KernelLibrary.openmp``) marks the process when its first plan is made (every run of a kernel goes through one); in a
+first parallel region waits for them for ever. An op whose library depends on libgomp (``DT_NEEDED``, or libgomp
+came in with it: ``KernelLibrary.openmp``, decided when it is loaded) marks the process when its first plan is made (every run of a kernel goes through one); in a
 child forked after that, such an op raises :class:`~aotbench.errors.ForkedOpenMPError` instead of hanging. Ops
 without OpenMP are not affected, nor is the fast path: the child drops the OpenMP ops' plans (see ``op.py``), so
 their next call comes here.
@@ -21,8 +21,8 @@ _forked_after_openmp = False  # this process is a fork of one where an OpenMP op
 
 
 def uses_libgomp(lib: KernelLibrary) -> bool:
-    """Whether ``lib`` loads GNU OpenMP's runtime itself (its ``DT_NEEDED`` names ``libgomp``, read when it was
-    loaded). A kernel that reaches libgomp only through another library of its own is not recognised."""
+    """Whether ``lib`` uses GNU OpenMP's runtime: its ``DT_NEEDED`` names ``libgomp``, or its loading brought
+    libgomp into the process (through a library of its own); decided when it was loaded."""
     return lib.openmp
 
 

@@ -213,7 +213,7 @@ def _call(op: Op, plan: Plan, arrays: tuple, buffers: _Buffers, device: Mirror |
         [r.ctypes.data + GUARD_BEFORE for r in buffers.ws_raw]
     code = op._call_pointers(plan, pointers)
     if code:
-        op._host.raise_for(code, op.name, 0, plan.attrs)
+        op._host.raise_for(code, op.name, 0, plan.attrs, op.library.path)
 
 
 def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None) -> GuardedRun:

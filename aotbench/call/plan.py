@@ -277,6 +277,8 @@ def make_plan(spec: OpSpec, host: Host, lib: KernelLibrary, arrays: tuple, attrs
                     attrs, own, name, allocate_workspace, single=not spec.returns_tuple)
         plan.prints = lib.prints
         interrupts.PLANS[plan.address] = plan  # how an abandoned call's plan is found (and retired)
+    except KeyboardInterrupt:  # perhaps an Init abandoned mid-run: its kernel data is not trusted to a destructor
+        raise
     except BaseException:
         host.free_extra(extra)
         raise

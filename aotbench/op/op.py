@@ -271,16 +271,16 @@ class Op(Accessors, CodeViews):
         """After a fast call that did not run F: another call held the plan's workspaces (run on a set of this
         call's own), or the buffer protocol refused an argument (convert it); or raise the kernel's error. A
         kernel that changed the floating-point or signal state (restored by the host) is warned about."""
-        code = self._host.note_changes(code, self.name)
+        code = self._host.note_changes(code, self.name, self.library.path)
         if code == BUSY:
-            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name)
+            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name, self.library.path)
         if code == BAD_BUFFER:  # read-only inputs are copied: the kernel must not crash on or write through them
             arrays = tuple(self._contiguous(a, i, writable=True) for i, a in enumerate(arrays))
-            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name)
+            code = self._host.note_changes(self._call_own_workspaces(plan, arrays, outs), self.name, self.library.path)
             if code == BAD_BUFFER:  # e.g. dtypes numpy cannot export as buffers
                 code = self._call_pointers(plan, [a.ctypes.data for a in arrays + outs])
         if code:
-            self._host.raise_for(code, self.name, 0, plan.attrs)
+            self._host.raise_for(code, self.name, 0, plan.attrs, self.library.path)
         return outs[0] if plan.single else outs
 
     def _call_own_workspaces(self, plan: Plan, arrays: tuple, outs: tuple) -> int:

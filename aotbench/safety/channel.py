@@ -260,6 +260,17 @@ class _Channel:
         if worker is not None:
             worker.close()
 
+    def _drop_worker_despite_ctrl_c(self) -> None:
+        """Kill and reap the worker even when Ctrl-C is pressed again meanwhile (a second press must leave no
+        live worker and no half-closed one)."""
+        worker, self.worker = self.worker, None
+        while worker is not None:
+            try:
+                worker.close()
+                return
+            except KeyboardInterrupt:
+                continue
+
     def _drop_arena(self) -> None:
         arena, self.arena = self.arena, None
         if arena is not None:
@@ -368,7 +379,7 @@ class _Channel:
                     sig = f"signal {-code}"
             raise KernelCrashedError(function, sig, None if sig else code, text) from None
         except KeyboardInterrupt:  # Ctrl-C while waiting: the reply can no longer be matched to a call
-            self._drop_worker()  # killed and reaped
+            self._drop_worker_despite_ctrl_c()  # killed and reaped
             raise IsolatedCallInterrupted(function) from None  # one message, not multiprocessing's frames
         except BaseException:
             self._drop_worker()

@@ -330,6 +330,7 @@ struct InterruptState {
   uint64_t abandon_call;        // the call the watchdog gave up on (atomic)
   const AotbCall *abandoned;    // the record of the last abandoned call, until Python takes it (atomic)
   int watchdog_kill;            // 1 while the SIGINT the watchdog sent is on its way: it is not chained (atomic)
+  uint64_t interrupted_call;    // the call a SIGINT found running: the only one the watchdog may abandon (atomic)
   sigset_t handler_mask;        // what the SIGINT handler runs with: unblocked again after the longjmp
   pthread_key_t current_key;    // the call in F on each thread, for the abort report (pthread_getspecific
   int key_made;                 // allocates nothing, so the handler may read it on any thread)
@@ -342,7 +343,10 @@ bool OnMainThread() {
   return __atomic_load_n(&st->main_known, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), st->main_thread);
 }
 
-__attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *stream) {
+// Runs kernel code (`body`: F, Init or InferShape) on the main thread so that the stop button can abandon it;
+// `c` names the call to Python afterwards (kInitCall for Init and InferShape, which have no record).
+template <typename Body>
+__attribute__((noinline)) int RunOnMain(const AotbCall *c, Body body) {
   InterruptState *st = g_state;
   if (__builtin_setjmp(st->jump) != 0) {  // the SIGINT handler gave up on F: its mask is still blocked
     st = g_state;
@@ -354,10 +358,18 @@ __attribute__((noinline)) int RunOnMain(const AotbCall *c, void **params, void *
   __atomic_store_n(&st->abandoned, nullptr, __ATOMIC_RELAXED);  // an older abandonment nobody asked about is stale
   __atomic_store_n(&st->kernel_call, ++st->call_counter, __ATOMIC_RELEASE);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  int outcome = CallF(c, params, stream);
+  int outcome = body();
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   __atomic_store_n(&st->kernel_call, 0, __ATOMIC_RELEASE);
   return outcome;
+}
+
+const AotbCall kInitCall = {};  // what an abandoned Init or InferShape is named by (it has no call record)
+
+// Kernel code other than F, interruptible on the main thread like F.
+template <typename Body>
+int Interruptible(Body body) {
+  return OnMainThread() ? RunOnMain(&kInitCall, body) : body();
 }
 
 // Calls F under the floating-point mode its library was built for, and gives the thread its floating-point
@@ -373,19 +385,23 @@ int RunKernel(const AotbCall *c, void **params, void *stream) {
   const InterruptState *st = g_state;
   const void *outer = st->key_made ? pthread_getspecific(st->current_key) : nullptr;
   if (st->key_made) pthread_setspecific(st->current_key, c);
-  int outcome = OnMainThread() ? RunOnMain(c, params, stream) : CallF(c, params, stream);
+  int outcome = OnMainThread() ? RunOnMain(c, [&] { return CallF(c, params, stream); }) : CallF(c, params, stream);
   if (st->key_made) pthread_setspecific(st->current_key, outer);
   outcome |= RestoreFp(expected, saved, saved_x87);
   if (save_signals) outcome |= signals.Restore();
   return outcome;
 }
 
-// Runs an Init or InferShape call and gives the thread its floating-point environment back the same way.
+// Runs an Init or InferShape call (once per signature, so its four syscalls are affordable): interruptible, and
+// the thread's floating-point environment, signal mask and SIGINT handler given back the same way as after F.
 template <typename Body>
-int FpGuarded(Body body) {
+int StateGuarded(Body body) {
   const uint32_t saved = GetFpControl(), saved_x87 = GetX87Control();
-  int outcome = body();
-  return outcome | RestoreFp(saved, saved, saved_x87);
+  SignalState signals;
+  signals.Save();
+  int outcome = Interruptible(body);
+  outcome |= RestoreFp(saved, saved, saved_x87);
+  return outcome | signals.Restore();
 }
 
 }  // namespace
@@ -521,7 +537,10 @@ void OnInterrupt(int sig, siginfo_t *info, void *context) {
       errno = saved_errno;
       __builtin_longjmp(st->jump, 1);  // back into RunOnMain, which returns AOTB_INTERRUPTED
     }
-    if (!from_watchdog) sem_post(&g_watch);  // async-signal-safe
+    if (!from_watchdog) {
+      __atomic_store_n(&st->interrupted_call, running, __ATOMIC_RELEASE);
+      sem_post(&g_watch);  // async-signal-safe
+    }
   }
   errno = saved_errno;
 }
@@ -530,8 +549,8 @@ void *Watchdog(void *) {
   for (;;) {
     if (sem_wait(&g_watch) != 0) continue;
     InterruptState *st = g_state;
-    const uint64_t call = __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE);
-    if (call == 0) continue;
+    const uint64_t call = __atomic_load_n(&st->interrupted_call, __ATOMIC_ACQUIRE);
+    if (call == 0 || __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE) != call) continue;  // returned already
     for (int waited = 0; waited < g_grace_ms && __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE) == call;
          waited += 10) {
       usleep(10000);
@@ -551,6 +570,7 @@ void AfterForkInChild() {
   __atomic_store_n(&g_state->kernel_call, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_state->abandon_call, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_state->watchdog_kill, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_state->interrupted_call, 0, __ATOMIC_RELAXED);
 }
 
 bool StartWatchdog() {
@@ -605,8 +625,8 @@ void OnAbort(int sig, siginfo_t *, void *) {
 
 // Installs (again) the host's SIGINT handler over the current one, which it chains to, and starts the watchdog;
 // ipykernel replaces the handler at the start of every execute request, so Python calls this again then (and
-// on every slow-path call). 1: installed; 0: SIGINT is ignored or has its default action, which stay as they
-// are; -1: failed. The first call also installs the abort report (SIGABRT).
+// on every slow-path call). 1: installed; 0: SIGINT is ignored or has its default action, or the program handles
+// it itself (grace_ms < 0), and that stays as it is; -1: failed. The first call also installs the abort report.
 AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grace_ms) {
   InterruptState *st = g_state;
   if (st != &g_own_state) return -1;  // a later host: the first host's handler serves every host
@@ -621,6 +641,7 @@ AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grac
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGABRT, &sa, &g_prev_abrt) == 0) g_abrt_installed = 1;
   }
+  if (grace_ms < 0) return 0;  // the program handles SIGINT itself: leave its handler alone
   struct sigaction current = {};
   if (sigaction(SIGINT, nullptr, &current) != 0) return -1;
   if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == OnInterrupt) return StartWatchdog() ? 1 : -1;
@@ -803,7 +824,7 @@ AOTB_EXPORT int aotb_call_buffers_with(AotbCall *c, void *inputs, void *outputs,
 
 AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const char **dtypes, void *extra,
                                int32_t *status) {
-  return FpGuarded([&] {
+  return StateGuarded([&] {
     return Guarded([&] {
       *status = reinterpret_cast<InitFn>(fn)(ndims, shapes, dtypes, AsHost(extra));
       return *status == 0 ? AOTB_OK : AOTB_STATUS;
@@ -816,7 +837,7 @@ AOTB_EXPORT int aotb_call_init(void *fn, int *ndims, int64_t **shapes, const cha
 // and AOTB_TOO_SMALL is returned (call again with a larger buffer).
 AOTB_EXPORT int aotb_call_infer(void *fn, int multi, int *ndims, int64_t **shapes, void *extra, int64_t *out,
                                 int64_t capacity, int64_t *needed) {
-  return FpGuarded([&] { return Guarded([&] {
+  return StateGuarded([&] { return Guarded([&] {
     std::vector<std::vector<int64_t>> result;
     if (multi) {
       result = reinterpret_cast<InferMultiFn>(fn)(ndims, shapes, AsHost(extra));

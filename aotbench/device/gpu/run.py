@@ -235,7 +235,7 @@ def enqueue(op: Op, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
     if error is not None:
         raise error
     if code:
-        op._host.raise_for(code, op.name, 0, plan.attrs)
+        op._host.raise_for(code, op.name, 0, plan.attrs, op.library.path)
 
 
 def call(op: Op, args: tuple) -> Any:
