@@ -65,11 +65,14 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
     if foreign:
         raise AbiMismatchError(str(path), foreign)
     attrcheck.check(str(path), symbols, built_with)  # Attr<double> under a header that would read it as 0
-    gomp_before = _libgomp_loaded()
+    needed = elf.needed_libraries(image)
+    # OpenMP: its own DT_NEEDED names libgomp, or its loading brought libgomp in through a library of its own
+    # (asked only when it needs one: a failed RTLD_NOLOAD look-up costs tens of microseconds)
+    via_own_library = any(not n.startswith(_SYSTEM_LIBRARIES) for n in needed)
+    gomp_before = via_own_library and _libgomp_loaded()
     handle, change = _open(Path(path), built_with)
-    # OpenMP: its own DT_NEEDED names libgomp, or its loading brought libgomp in (through a library of its own)
-    openmp = any(n.startswith("libgomp") for n in elf.needed_libraries(image)) or (
-        not gomp_before and _libgomp_loaded())
+    openmp = any(n.startswith("libgomp") for n in needed) or (
+        via_own_library and not gomp_before and _libgomp_loaded())
 
     def address(symbol: str) -> int:
         try:
@@ -85,6 +88,11 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
                          address("aotb_cuda_last_error"), change.set, change.clear,
                          prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)),
                          openmp=openmp)
+
+
+# What a kernel library needs from the toolchain itself (any other DT_NEEDED entry is a library of the user's).
+_SYSTEM_LIBRARIES = ("libstdc++", "libm.", "libgcc_s", "libc.", "ld-linux", "libgomp", "libpthread", "libdl.",
+                     "librt.", "libmvec", "libasan", "libubsan", "liblsan", "libtsan", "libcudart", "libcuda.")
 
 
 def _libgomp_loaded() -> bool:
