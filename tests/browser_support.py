@@ -149,6 +149,14 @@ def local_page(browser, viewport: dict, origin: str, console: list[str]):
     return page
 
 
+def jupyter_lab_argv(python: str, port: int, token: str, root: Path) -> list[str]:
+    """JupyterLab on 127.0.0.1:``port`` serving ``root``, with ``token``, and nothing fetched from the network."""
+    return [python, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+            "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+
+
 def start_server(argv_for, probe_for, cwd: Path, env: dict, log: Path, marker: str,
                  server: str) -> tuple[subprocess.Popen, int]:
     """Start ``argv_for(port)`` on a free port and wait until ``probe_for(port)`` answers; three tries, since the

@@ -286,10 +286,7 @@ def test_jupyterlab_stop_button_stops_an_endless_kernel(loop_source, tmp_path, m
     token = uuid.uuid4().hex
     log = tmp_path / "jupyter-lab.log"
     proc, port = support.start_server(
-        lambda port: [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-                      "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-                      f"--ServerApp.root_dir={notebooks}", "--LabApp.news_url=None",
-                      "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        lambda port: support.jupyter_lab_argv(sys.executable, port, token, notebooks),
         lambda port: f"http://127.0.0.1:{port}/api", notebooks, env, log, marker, "jupyter lab")
     origin = f"http://127.0.0.1:{port}"
     console: list[str] = []

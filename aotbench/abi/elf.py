@@ -63,14 +63,25 @@ def structural_problem(image: bytes) -> str | None:
     return None
 
 
-def dynamic_symbols(image: bytes) -> list[Symbol]:
-    """The ``.dynsym`` entries of a 64-bit little-endian ELF image; an empty list for any other format."""
+def _sections(image: bytes) -> list[tuple]:
+    """The section headers of a 64-bit little-endian ELF image (name, type, flags, address, offset, size, link,
+    info, alignment, entry size); an empty list for any other format or a damaged table."""
     if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
         return []
     try:
         shoff, = struct.unpack_from("<Q", image, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+        return [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+    except (struct.error, OverflowError):
+        return []
+
+
+def dynamic_symbols(image: bytes) -> list[Symbol]:
+    """The ``.dynsym`` entries of a 64-bit little-endian ELF image; an empty list for any other format."""
+    sections = _sections(image)
+    if not sections:
+        return []
+    try:
         out: list[Symbol] = []
         for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
             if kind != _SHT_DYNSYM or not entsize:
@@ -105,12 +116,10 @@ def mangled_matches(symbols: list[Symbol], name: str) -> list[str]:
 def needed_libraries(image: bytes) -> list[str]:
     """The ``DT_NEEDED`` entries (``libgomp.so.1`` ...) of a 64-bit little-endian ELF image's ``.dynamic``
     section: the libraries its loading loads; an empty list for any other format or a damaged image."""
-    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
+    sections = _sections(image)
+    if not sections:
         return []
     try:
-        shoff, = struct.unpack_from("<Q", image, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
         out: list[str] = []
         for _name, kind, _flags, _addr, offset, size, link, _info, _align, _entsize in sections:
             if kind != _SHT_DYNAMIC:
