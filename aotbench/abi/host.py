@@ -79,6 +79,8 @@ _SIGNATURES = {
     "aotb_set_abort_fd": ([_c_int], None),
     "aotb_set_abort_report": ([_c_int], None),
     "aotb_interrupt_state": ([], _c_void_p),
+    "aotb_handler_of": ([_c_int], _c_void_p),
+    "aotb_set_python_handler": ([_c_void_p], None),
     "aotb_use_interrupt_state": ([_c_void_p], None),
     "aotb_state_report": ([ctypes.POINTER(ctypes.c_uint64)], None),
 }
@@ -130,6 +132,7 @@ class Host:
         with _SIGNAL_HOST_LOCK:
             if _SIGNAL_HOST is None:
                 _SIGNAL_HOST = self  # the first host's handlers serve every host (one SIGINT handler per process)
+                lib.aotb_set_python_handler(interrupts.python_signal_handler(lib.aotb_handler_of))
             else:
                 lib.aotb_use_interrupt_state(_SIGNAL_HOST.lib.aotb_interrupt_state())
         self.install_signal_handlers()

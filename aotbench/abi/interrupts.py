@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import types
 import weakref
 
 from ..errors import KernelInterrupted
@@ -42,6 +43,23 @@ def _reinstall(*_args) -> None:
     for host in list(_HOSTS):
         host.install_signal_handlers()
         break  # the first host's handlers serve them all
+
+
+def python_signal_handler(handler_of) -> int | None:
+    """The address of Python's own C-level signal handler (the host replaces and chains to it alone), learnt by
+    installing a Python handler on a real-time signal nobody uses, then putting SIG_DFL back; None when that
+    cannot be asked here (not the main thread, or the signal is in use)."""
+    probe = signal.SIGRTMAX
+    try:
+        if signal.getsignal(probe) not in (signal.SIG_DFL, None):
+            return None
+        signal.signal(probe, lambda *_: None)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no real-time signals
+        return None
+    try:
+        return handler_of(probe) or None
+    finally:
+        signal.signal(probe, signal.SIG_DFL)
 
 
 def program_handles_sigint() -> bool:
@@ -113,10 +131,18 @@ def is_retired(plan) -> bool:
     return id(plan) in _RETIRED_IDS
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def keep(traceback) -> None:
-    """Keep an abandoned call's frames (and so its arrays) alive for ever."""
-    if traceback is not None:
-        RETIRED.append(traceback)
+    """Keep what an abandoned call used alive for ever: the locals of aotbench's own frames in its traceback (its
+    inputs, outputs, guarded buffers), not the frames themselves, which would keep every caller's locals too."""
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if frame.f_code.co_filename.startswith(_PACKAGE):  # less exceptions and frames, which lead to the callers
+            RETIRED.append({name: value for name, value in frame.f_locals.items()
+                            if not isinstance(value, (BaseException, types.TracebackType, types.FrameType))})
+        traceback = traceback.tb_next
 
 
 #: Every plan the slow path made, by its call record's address (what the host names an abandoned call by).

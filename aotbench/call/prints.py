@@ -81,11 +81,13 @@ def shown(active: bool = True) -> Iterator[None]:
             return
         fd = _memory_file()
         try:
+            _capture["saved"] = saved  # the real fd 1, for a child forked meanwhile (_after_fork_in_child)
             os.dup2(fd, 1)
             _local.depth = 1
             yield
         finally:
             _local.depth = 0
+            _capture.pop("saved", None)
             _restore(saved)
             size = os.lseek(fd, 0, os.SEEK_END)
             data = os.pread(fd, size, 0) if size else b""
@@ -107,6 +109,7 @@ def discarded(active: bool = True) -> Iterator[None]:
             yield
             return
         try:
+            _capture["saved"] = saved
             null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 os.dup2(null, 1)
@@ -114,6 +117,7 @@ def discarded(active: bool = True) -> Iterator[None]:
                 os.close(null)
             yield
         finally:
+            _capture.pop("saved", None)
             _restore(saved)
 
 
@@ -168,6 +172,13 @@ def _after_fork_in_child() -> None:
     """The memory file's offset is shared with the parent after fork: the child makes its own."""
     global _lock
     _lock = threading.RLock()
+    saved = _capture.pop("saved", None)
+    if saved is not None:  # forked while another thread's call had fd 1: give the child its real stdout back
+        try:
+            os.dup2(saved, 1)
+            os.close(saved)
+        except OSError:
+            pass
     _capture.pop("fd", None)
     _capture.pop("file", None)
 

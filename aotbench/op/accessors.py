@@ -37,8 +37,13 @@ class Accessors:
             extra = self._host.new_extra(attrs)
             try:
                 result = call_infer_shape(self._spec, self._host, self.library, coded, extra, attrs)
-            finally:
-                self._host.free_extra(extra)
+            except KeyboardInterrupt as exc:  # the stop button on an endless InferShape: its extra is leaked
+                abandoned = self._abandoned(exc)
+                if abandoned is None:
+                    self._host.free_extra(extra)
+                    raise
+                raise abandoned from None
+            self._host.free_extra(extra)
         for i, s in enumerate(result):
             if len(s) > MAX_RANK:
                 raise ShapeError(f"output {i} of {self.name} would have {len(s)} dimensions; arrays have at most "

@@ -367,7 +367,13 @@ class Op(Accessors, CodeViews):
             return self._exporting_call(self._call_device, args)
         if self._check_next_call:
             return self._call_checked(args)
-        return self.device.call(self, args)
+        try:
+            return self.device.call(self, args)
+        except KeyboardInterrupt as exc:  # an abandoned host-side call: retire its plan as for a cpu op
+            abandoned = self._abandoned(exc)
+            if abandoned is None:
+                raise
+            raise abandoned from None
 
     def _remember_plan(self, key, plan: Plan, generation: int | None = None) -> None:
         """Keep ``plan`` for the fast path, unless the op was rebuilt (``_adopt``) since ``generation`` (read

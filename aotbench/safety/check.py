@@ -159,5 +159,9 @@ def graph_mode_workspaces(op: Op, dynamic: list, arrays, attrs, outputs) -> tupl
         except AotbenchError as exc:
             return [], f"with -1 dims (graph mode) {step} failed ({exc}); MindSpore's graph mode would fail too"
         return host.workspace_sizes(extra), None
+    except KeyboardInterrupt:  # perhaps an abandoned Init: its kernel data is not trusted to a destructor (leaked)
+        extra = None
+        raise
     finally:
-        host.free_extra(extra)
+        if extra is not None:
+            host.free_extra(extra)

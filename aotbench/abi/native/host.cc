@@ -517,6 +517,9 @@ sem_t g_watch;
 int g_watchdog_running = 0;
 int g_grace_ms = 500;
 
+int g_chaining = 0;  // 1 while OnInterrupt calls the handler it replaced (atomic)
+void *g_python_handler = nullptr;  // Python's C-level signal handler, when Python told us (aotb_set_python_handler)
+
 void OnInterrupt(int sig, siginfo_t *info, void *context) {
   const int saved_errno = errno;
   InterruptState *st = g_state;
@@ -524,12 +527,15 @@ void OnInterrupt(int sig, siginfo_t *info, void *context) {
   // The watchdog's own SIGINT is not a second interrupt: Python was told of the first one already.
   const bool from_watchdog = __atomic_exchange_n(&st->watchdog_kill, 0, __ATOMIC_ACQ_REL) != 0 &&
                              info != nullptr && info->si_code == SI_TKILL && info->si_pid == getpid();
-  if (prev != nullptr && !from_watchdog) {  // chain first: Python's handler records the KeyboardInterrupt
-    if (prev->sa_flags & SA_SIGINFO) {
+  // A handler that chains back to this one (faulthandler.register(SIGINT, chain=True) installed over it, then
+  // this one over that) re-enters here while it is being chained to: that inner call chains no further.
+  if (prev != nullptr && !from_watchdog && __atomic_exchange_n(&g_chaining, 1, __ATOMIC_ACQ_REL) == 0) {
+    if (prev->sa_flags & SA_SIGINFO) {  // chain first: Python's handler records the KeyboardInterrupt
       if (prev->sa_sigaction != nullptr) prev->sa_sigaction(sig, info, context);
     } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
       prev->sa_handler(sig);
     }
+    __atomic_store_n(&g_chaining, 0, __ATOMIC_RELEASE);
   }
   const uint64_t running = __atomic_load_n(&st->kernel_call, __ATOMIC_ACQUIRE);
   if (running != 0) {
@@ -645,6 +651,11 @@ AOTB_EXPORT int aotb_install_signal_handlers(unsigned long main_thread, int grac
   struct sigaction current = {};
   if (sigaction(SIGINT, nullptr, &current) != 0) return -1;
   if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == OnInterrupt) return StartWatchdog() ? 1 : -1;
+  // Only Python's own handler is replaced (and chained to): another C handler (faulthandler.register(SIGINT,
+  // chain=True) ...) may chain back to this one, or re-register itself over it, and the two would loop.
+  const void *current_fn = (current.sa_flags & SA_SIGINFO) ? reinterpret_cast<void *>(current.sa_sigaction)
+                                                           : reinterpret_cast<void *>(current.sa_handler);
+  if (g_python_handler != nullptr && current_fn != g_python_handler) return 0;
   if (!(current.sa_flags & SA_SIGINFO) && (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL)) return 0;
   if (!StartWatchdog()) return -1;
   struct sigaction *slot = &g_prev_int_slots[g_prev_int == &g_prev_int_slots[0] ? 1 : 0];
@@ -665,6 +676,16 @@ AOTB_EXPORT void *aotb_interrupt_state() { return &g_own_state; }
 AOTB_EXPORT void aotb_use_interrupt_state(void *state) {
   g_state = state != nullptr ? static_cast<InterruptState *>(state) : &g_own_state;
 }
+
+// The C function a signal's handler is now (0 for SIG_DFL): Python learns its own signal handler's address from
+// a signal it installs one on, and hands it to aotb_set_python_handler.
+AOTB_EXPORT void *aotb_handler_of(int sig) {
+  struct sigaction current = {};
+  if (sigaction(sig, nullptr, &current) != 0) return nullptr;
+  return (current.sa_flags & SA_SIGINFO) ? reinterpret_cast<void *>(current.sa_sigaction)
+                                         : reinterpret_cast<void *>(current.sa_handler);
+}
+AOTB_EXPORT void aotb_set_python_handler(void *fn) { g_python_handler = fn; }
 
 // The record of the call the stop button abandoned last (0 if none), cleared by the read.
 AOTB_EXPORT void *aotb_take_abandoned() {
