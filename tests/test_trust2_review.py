@@ -337,3 +337,62 @@ def test_openmp_through_a_library_of_the_kernels_own_is_refused_after_fork(tmp_p
         print("STATUS", reap(pid))
         """, str(tmp_path))
     assert "PARENT True" in out and "CHILD REFUSED" in out and "STATUS 0" in out, out
+
+
+def test_a_faulthandler_chained_on_sigint_is_left_alone_and_nothing_loops(tmp_path, tri):
+    """faulthandler.register(SIGINT, chain=True) chains to the handler it replaced; the host once replaced it in
+    turn and chained back, and one Ctrl-C looped until the process died (SIGSEGV)."""
+    out = run_script(tmp_path, """
+        import faulthandler as fh
+        op = aotbench.Custom(sys.argv[1] + ":Tri", lambda s: s, np.float32)
+        x = data(5)
+        assert np.array_equal(op(x), 3 * x + 1)
+        fh.register(signal.SIGINT, chain=True, file=open(os.devnull, "w"))
+        y = data(6)
+        assert np.array_equal(op(y), 3 * y + 1)  # a first call: the host installs its handlers again
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            time.sleep(5)
+            print("SLEPT")
+        except KeyboardInterrupt:
+            print("INTERRUPTED")
+        """, str(tri))
+    assert "INTERRUPTED" in out, out
+
+
+def test_an_abandoned_call_keeps_what_it_used_not_its_callers_locals(tmp_path, tri):
+    out = run_script(tmp_path, """
+        import gc, weakref
+        op = aotbench.Custom(sys.argv[1] + ":Tri", lambda s: s, np.float32)
+        op(data(5))
+        class Unrelated:
+            pass
+        def step():
+            mine = Unrelated()
+            ref = weakref.ref(mine)
+            interrupt_when(op.library, 3)
+            try:
+                op(data(5, first=-1.0))
+            except KernelInterrupted:
+                pass
+            return ref
+        ref = step()
+        gc.collect()
+        print("CALLER LOCAL ALIVE", ref() is not None)
+        x = data(5)
+        print("AGAIN", np.array_equal(op(x), 3 * x + 1))
+        """, str(tri))
+    assert "CALLER LOCAL ALIVE False" in out and "AGAIN True" in out, out
+
+
+def test_infer_shape_alone_is_abandoned_too(tmp_path, tri):
+    out = run_script(tmp_path, """
+        op = aotbench.Custom(sys.argv[1] + ":Tri", None, np.float32)
+        interrupt_when(op.library, 2)
+        try:
+            op.infer_shape((9,))
+        except KernelInterrupted:
+            print("ABANDONED")
+        print("SHAPE", op.infer_shape((4,)))
+        """, str(tri))
+    assert "ABANDONED" in out and "SHAPE (4,)" in out, out
