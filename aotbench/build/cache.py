@@ -128,6 +128,18 @@ def is_disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+@contextlib.contextmanager
+def full_disk_is_cache_error(root: Path, what: str) -> Iterator[None]:
+    """Run the block (a write into the cache); a full disk or quota becomes :func:`disk_full_error`, saying
+    ``what`` was being written; any other OSError passes through."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(root, f"{what}: {exc.strerror}") from exc
+        raise
+
+
 def check_private(directory: Path, root: Path | None = None, st: os.stat_result | None = None) -> None:
     """Raise :class:`CacheError` unless ``directory`` (whose ``os.stat`` may be given) is owned by this user and
     writable by nobody else."""

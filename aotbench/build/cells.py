@@ -88,10 +88,6 @@ def write_cell_source(cell: str, name: str, target: str, cache_dir: Path | None 
     except OSError:
         same = False  # missing or unreadable: write it
     if not same:
-        try:
+        with cache.full_disk_is_cache_error(root, f"writing the cell's source {path.name}"):
             cache.write_atomic(path, data)
-        except OSError as exc:
-            if cache.is_disk_full(exc):
-                raise cache.disk_full_error(root, f"writing the cell's source {path.name}: {exc.strerror}") from exc
-            raise
     return path

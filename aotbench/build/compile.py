@@ -274,12 +274,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
     tmp_lib, dep_file, marker = scratch.with_suffix(".so"), scratch.with_suffix(".d"), scratch.with_suffix(".start")
     argv_run = [*recipe.command(tmp_lib), *recipe.run_extra, "-MD", "-MF", str(dep_file)]
     listings = [[d, cache.listing_hash(d)] for d in search_dirs]
-    try:
+    with cache.full_disk_is_cache_error(root, f"creating {marker.name} in tmp/"):
         marker.touch()
-    except OSError as exc:
-        if cache.is_disk_full(exc):
-            raise cache.disk_full_error(root, f"creating {marker.name} in tmp/: {exc.strerror}") from exc
-        raise
     started_fs_ns = marker.stat().st_mtime_ns  # "now" on the filesystem's own clock
     started = time.perf_counter()
     try:

@@ -38,11 +38,7 @@ class Accessors:
             try:
                 result = call_infer_shape(self._spec, self._host, self.library, coded, extra, attrs)
             except KeyboardInterrupt as exc:  # the stop button on an endless InferShape: its extra is leaked
-                abandoned = self._abandoned(exc)
-                if abandoned is None:
-                    self._host.free_extra(extra)
-                    raise
-                raise abandoned from None
+                self._interrupted(exc, ordinary=lambda: self._host.free_extra(extra))
             self._host.free_extra(extra)
         for i, s in enumerate(result):
             if len(s) > MAX_RANK:
@@ -63,10 +59,7 @@ class Accessors:
         try:
             return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
         except KeyboardInterrupt as exc:  # the stop button on an endless kernel: retire what the call used
-            abandoned = self._abandoned(exc)
-            if abandoned is None:
-                raise
-            raise abandoned from None
+            self._interrupted(exc)
 
     def bench(self, *arrays: Any, **options: Any):
         """Time calls on these inputs: :func:`aotbench.bench` (``budget_ms=``, ``warmup=``, ``flush_cache=``)."""

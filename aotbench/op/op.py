@@ -10,9 +10,10 @@ import ctypes
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -232,22 +233,23 @@ class Op(Accessors, CodeViews):
         try:  # free until raised (3.11): the stop button on an endless kernel (see aotbench.abi.interrupts)
             return self._invoke(plan, args)
         except KeyboardInterrupt as exc:
-            abandoned = self._abandoned(exc)
-            if abandoned is None:
-                raise
-            raise abandoned from None
+            self._interrupted(exc)
 
-    def _abandoned(self, exc: KeyboardInterrupt) -> KeyboardInterrupt | None:
-        """After a KeyboardInterrupt in a call: if the host abandoned the call's kernel (it did not return in time
-        after SIGINT), retire the call's plan without freeing its kernel data and return the honest
-        :class:`~aotbench.errors.KernelInterrupted`; None for an ordinary interrupt."""
+    def _interrupted(self, exc: KeyboardInterrupt, ordinary: Callable[[], None] | None = None) -> NoReturn:
+        """Raise, after a KeyboardInterrupt in a call: if the host abandoned the call's kernel (it did not return in
+        time after SIGINT), retire the call's plan without freeing its kernel data and raise the honest
+        :class:`~aotbench.errors.KernelInterrupted`; else run ``ordinary`` (a clean-up) and raise ``exc``."""
         if not interrupts.retire_abandoned(self._host) and not isinstance(exc, interrupts.KernelInterrupted):
-            return None
+            if ordinary is not None:
+                ordinary()
+            raise exc
         interrupts.keep(exc.__traceback__)  # the call's arrays: an OpenMP worker of it may still write them
         with self._lock:
             for key in [k for k, p in self._plans.items() if interrupts.is_retired(p)]:
                 del self._plans[key]
-        return exc if isinstance(exc, interrupts.KernelInterrupted) else interrupts.abandoned(self.name)
+        if isinstance(exc, interrupts.KernelInterrupted):
+            raise exc
+        raise interrupts.abandoned(self.name) from None
 
     def _invoke(self, plan: Plan, arrays: tuple) -> Any:
         """Allocate the outputs and call the kernel: one ctypes call on the fast path."""
@@ -370,10 +372,7 @@ class Op(Accessors, CodeViews):
         try:
             return self.device.call(self, args)
         except KeyboardInterrupt as exc:  # an abandoned host-side call: retire its plan as for a cpu op
-            abandoned = self._abandoned(exc)
-            if abandoned is None:
-                raise
-            raise abandoned from None
+            self._interrupted(exc)
 
     def _remember_plan(self, key, plan: Plan, generation: int | None = None) -> None:
         """Keep ``plan`` for the fast path, unless the op was rebuilt (``_adopt``) since ``generation`` (read
@@ -412,10 +411,7 @@ class Op(Accessors, CodeViews):
             # The first call of a signature runs guarded; the fast path is for a kernel that stayed in bounds.
             outputs = guard.first_call(self, plan, tuple(self._contiguous(a, i) for i, a in enumerate(arrays)))
         except KeyboardInterrupt as exc:
-            abandoned = self._abandoned(exc)
-            if abandoned is None:
-                raise
-            raise abandoned from None
+            self._interrupted(exc)
         self._remember_plan(key if plan.fill is None else key + _FILLED, plan, generation)
         return outputs
 

@@ -418,15 +418,18 @@ int StateGuarded(Body body) {
 namespace {
 int g_crash_fd = 2;
 
-void CrashWrite(const char *text) {
+// Writes all of `text` to `fd` (async-signal-safe: only write), giving up on an error.
+void WriteAll(int fd, const char *text) {
   size_t n = strlen(text);
   while (n > 0) {
-    ssize_t w = write(g_crash_fd, text, n);
+    ssize_t w = write(fd, text, n);
     if (w <= 0) return;
     text += w;
     n -= static_cast<size_t>(w);
   }
 }
+
+void CrashWrite(const char *text) { WriteAll(g_crash_fd, text); }
 
 void CrashWriteHex(uintptr_t value) {
   char buf[2 + 2 * sizeof(uintptr_t) + 1];
@@ -601,15 +604,7 @@ bool StartWatchdog() {
 
 void AbortWrite(const char *text) {
   for (int fd : g_abort_fds) {
-    if (fd < 0) continue;
-    const char *at = text;
-    size_t n = strlen(at);
-    while (n > 0) {
-      ssize_t w = write(fd, at, n);
-      if (w <= 0) break;
-      at += w;
-      n -= static_cast<size_t>(w);
-    }
+    if (fd >= 0) WriteAll(fd, text);
   }
 }
 
