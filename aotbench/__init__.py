@@ -10,15 +10,15 @@ import sys
 from pathlib import Path
 
 from ._version import __version__
-from .abi import attrs as _attrs
+from .native import attrs as _attrs
 from .build.cache import CacheError
-from .call import reg as _reg
-from .call import spec as _spec
-from .call.reg import CustomRegOp, DataType
-from .custom import Custom
-from .device.bandwidth import memory_bandwidth_gbps
-from .device.gpu.availability import gpu_available
-from .device.timing import Timing, bench
+from .spec import registration as _reg
+from .spec import spec as _spec
+from .spec.registration import CustomRegOp, DataType
+from .op.custom import Custom
+from .tools.bandwidth import memory_bandwidth_gbps
+from .run.gpu_availability import gpu_available
+from .tools.timing import Timing, bench
 from .errors import (
     AbiMismatchError,
     AotbenchError,
@@ -50,20 +50,22 @@ from .errors import (
     ToolchainNotFoundError,
     WorkspaceError,
 )
-from .measure.comparison import Comparison, compare, compare_flags
-from .measure.sweeping import Sweep, sweep
+from .tools.comparison import Comparison, compare, compare_flags
+from .tools.sweeping import Sweep, sweep
 from .op.op import Op
-from .safety.sanitize import SanitizerError
+from .run.sanitize import SanitizerError
 
-# A pickled op names the classes of its recipe by module; ops pickled before the layered layout named these
-# flat modules, which resolve to their new homes (nothing else ever lived at these names).
-for _old, _module in {"aotbench.spec": _spec, "aotbench.reg": _reg, "aotbench.attrs": _attrs}.items():
+# A pickled op names the classes of its recipe by module; ops pickled by earlier versions named these modules,
+# which resolve to their new homes (nothing else ever lived at these names; ``aotbench.spec`` is now the package,
+# which has ``OpSpec`` too).
+for _old, _module in {"aotbench.reg": _reg, "aotbench.attrs": _attrs, "aotbench.call.spec": _spec,
+                      "aotbench.call.reg": _reg, "aotbench.abi.attrs": _attrs}.items():
     sys.modules.setdefault(_old, _module)
 
 
 def get_include() -> str:
     """The directory holding ``custom_aot_extra.h``, for ``-I`` when building kernels by hand."""
-    return str(Path(__file__).resolve().parent / "abi" / "include")
+    return str(Path(__file__).resolve().parent / "native" / "include")
 
 
 def load_ipython_extension(ipython) -> None:

@@ -171,6 +171,16 @@ class ArgumentError(AotbenchError, TypeError):
     """An op was called with the wrong number or kind of arguments, or an unsupported dtype."""
 
 
+class SourceChangedError(AotbenchError, RuntimeError):
+    """A file an op was built from (its source or an included header) changed or is gone since the build, so
+    what was asked (a view of the code, travelling, an export) would describe other code than the op runs."""
+
+    def __init__(self, message: str, *, name: str = "", path: str = ""):
+        super().__init__(message)
+        self.name = name
+        self.path = path
+
+
 class KernelError(AotbenchError, RuntimeError):
     """An entry point of the kernel reported failure.
 
@@ -310,7 +320,7 @@ class DeviceUnavailableError(AotbenchError, RuntimeError):
 
 class ForkedOpenMPError(AotbenchError, RuntimeError):
     """An OpenMP (libgomp) op was called in a child made by ``os.fork()`` after the parent had run OpenMP code:
-    libgomp's thread pool does not survive a fork, and the call would hang for ever (see :mod:`aotbench.call.forking`)."""
+    libgomp's thread pool does not survive a fork, and the call would hang for ever (see :mod:`aotbench.run.forking`)."""
 
 
 class KernelCrashedError(AotbenchError, RuntimeError):

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .device.timing import Timing, format_ns
+from .tools.timing import Timing, format_ns
 from .errors import ArgumentError
-from .measure.accuracy import max_errors
-from .measure.comparison import Comparison
-from .measure.sweeping import Sweep
+from .tools.accuracy import max_errors
+from .tools.comparison import Comparison
+from .tools.sweeping import Sweep
 
 MAX_SCATTER_POINTS = 2000
 LABEL_WIDTH = 14  # characters per line of a bar's label

@@ -37,8 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-TESTS = ["tests/test_gpu.py", "tests/test_gpu_path.py", "tests/test_gpu_sanitize.py", "tests/test_nvcc.py",
-         "tests/test_cuda_examples_on_host.py"]
+TESTS = ["tests/run/test_gpu.py", "tests/run/test_gpu_path.py", "tests/tools/test_gpu_sanitize.py", "tests/build/test_nvcc.py",
+         "tests/run/test_cuda_examples_on_host.py"]
 #: Seconds each phase may take at most (less when the total would be exceeded).
 LIMITS = {"environment": 60, "tests": 240, "probes": 100, "benchmarks": 150}
 TEST_LIMIT_S = 120  # one test

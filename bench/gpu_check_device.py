@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ROOT / "tests" / "kernels"
+KERNELS = ROOT / "tests" / "support" / "kernels"
 COPY_TARGET = 0.80  # a memory-bound example's bandwidth as a share of a device-to-device copy
 AGREEMENT_TARGET = 0.05  # aotbench's events against cupyx's GPU times, like with like
 OVERHEAD_TARGET = 2.0  # op(x) on a tiny array against cupy's own kernel, both synchronized
@@ -66,7 +66,7 @@ def environment(log: RowLog, quick: bool) -> None:
     try:
         import aotbench
         from aotbench.build import nvcc
-        from aotbench.device.gpu.availability import gpu_unavailable_reason
+        from aotbench.run.gpu_availability import gpu_unavailable_reason
 
         facts["aotbench"] = aotbench.__version__
         facts["unusable"] = gpu_unavailable_reason()
@@ -232,7 +232,7 @@ def benchmarks(log: RowLog, quick: bool) -> None:
     import cupy
 
     import aotbench
-    from aotbench.device.gpu.timing import copy_bandwidth_gbps
+    from aotbench.tools.gpu_timing import copy_bandwidth_gbps
 
     rng = np.random.default_rng()
     budget = 150.0 if quick else 400.0

@@ -3,7 +3,7 @@
 For each case: the outputs of MindSpore in both modes against aotbench's, bit for bit, on fresh random inputs,
 and the median time per call of ``net(*tensors).asnumpy()`` (MindSpore) and ``op(*arrays)`` (aotbench), measured
 in alternation in this one process. Needs a Python where MindSpore is installed and aotbench importable
-(``PYTHONPATH=<checkout>``); tests/test_mindspore.py runs it that way.
+(``PYTHONPATH=<checkout>``); tests/mindspore/test_mindspore.py runs it that way.
 
 Usage: PYTHONPATH=. python bench/mindspore_side_by_side.py [--quick] [--json FILE]
 """
@@ -24,7 +24,7 @@ import numpy as np
 import aotbench
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ROOT / "tests" / "kernels" / "ms_roundtrip.cc"
+KERNELS = ROOT / "tests" / "support" / "kernels" / "ms_roundtrip.cc"
 ADD_REDUCE = Path(aotbench.examples_dir()) / "add_reduce.cc"
 MIX_ATTRS = {"scale": 0.37, "bias": 5, "negate": True, "label": "h\u00e9llo", "steps": [1, -2, 3],
              "weights": [0.25, -1.5], "grid": [[1, 2], [3]], "table": [[0.5], [], [2.25, -0.75]]}

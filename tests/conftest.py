@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-KERNELS = Path(__file__).resolve().parent / "kernels"
+KERNELS = Path(__file__).resolve().parent / "support" / "kernels"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,7 +27,7 @@ def session_cache(tmp_path_factory) -> Path:
 def pytest_collection_modifyitems(config, items):
     """``nvcc`` tests need the CUDA compiler, ``gpu`` tests a CUDA device: skip them cleanly where absent."""
     from aotbench.build import nvcc
-    from aotbench.device.gpu.availability import gpu_unavailable_reason
+    from aotbench.run.gpu_availability import gpu_unavailable_reason
     from aotbench.errors import ToolchainNotFoundError
 
     try:

@@ -14,7 +14,7 @@ Layout under the cache directory (``AOTBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME
   (``custom_aot_extra.h.gch`` beside a link to aotbench's header) and its manifest; see :mod:`.pch`. Removing
   them is always safe: they are made again when needed.
 - ``locks/pch-<key>.lock``: taken while a precompiled header is built or checked.
-- ``travel/<digest>/``: the source and headers an op that arrived pickled carried (:mod:`aotbench.travel`),
+- ``travel/<digest>/``: the source and headers an op that arrived pickled carried (:mod:`aotbench.op.travel`),
   written once, content-addressed; ``cells/`` likewise holds the sources of notebook cells.
 - ``tmp/``: compiler output before it is published with an atomic rename.
 """

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from .._version import HEADER_VERSION, __version__
-from ..abi import elf
+from ..native import elf
 from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
 from . import cache, hostflags, instantiation, nvcc, pch, subproc, toolchain
 from .cache import parse_depfile

@@ -26,7 +26,7 @@ CUDA_SUFFIXES = (".cu",)
 @lru_cache(maxsize=1)
 def include_dir() -> Path:
     """The directory holding aotbench's ``custom_aot_extra.h``."""
-    return Path(__file__).resolve().parents[1] / "abi" / "include"
+    return Path(__file__).resolve().parents[1] / "native" / "include"
 
 
 def find_cxx() -> str:

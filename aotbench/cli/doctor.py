@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..build import cache, nvcc, toolchain
-from ..call.memory import size_text
+from ..run.memory import size_text
 from ..errors import ToolchainNotFoundError
 
 NOT_INSTALLED = "not installed"

@@ -9,7 +9,7 @@ import timeit
 
 import numpy as np
 
-from ..call.memory import size_text
+from ..run.memory import size_text
 
 
 def _median_call_us(fn, *args) -> tuple[float, int]:

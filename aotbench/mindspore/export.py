@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abi.dtypes import dtype_string
+from ..native.dtypes import dtype_string
 from ..build import toolchain
 from ..errors import AotbenchError, ArgumentError, user_stacklevel
-from ..measure.accuracy import as_arrays, to_host
+from ..tools.accuracy import as_arrays, to_host
 from .export_text import HEADER, module_text, readme_text, test_text
 
 if TYPE_CHECKING:

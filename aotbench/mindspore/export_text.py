@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._version import __version__
-from ..abi.dtypes import dtype_string
-from ..call.reg import _SHORT
+from ..native.dtypes import dtype_string
+from ..spec.registration import _SHORT
 
 if TYPE_CHECKING:
     from ..op.op import Op

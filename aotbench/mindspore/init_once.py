@@ -17,9 +17,9 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from ..call.plan import signature_key
+from ..run.plan import signature_key
 from ..errors import DynamicShapeWarning, user_stacklevel
-from ..safety.check import ABSURD_WORKSPACE, graph_mode_workspaces
+from ..tools.check import ABSURD_WORKSPACE, graph_mode_workspaces
 from .context import GRAPH_MODE
 
 if TYPE_CHECKING:

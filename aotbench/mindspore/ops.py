@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..call.reg import CustomRegOp, DataType, OpInfo
-from ..call.rules import is_shape_list
-from ..custom import Custom as _build
+from ..spec.registration import CustomRegOp, DataType, OpInfo
+from ..spec.rules import is_shape_list
+from ..op.custom import Custom as _build
 from ..errors import ArgumentError
-from ..measure.accuracy import to_host
+from ..tools.accuracy import to_host
 from . import context
 from .common import dtype as mstype
 from .common.tensor import Tensor

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from ..call import rules
+from ..spec import rules
 from ..errors import CompileError, Diagnostic
 
 if TYPE_CHECKING:

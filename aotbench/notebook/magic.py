@@ -16,10 +16,10 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import HTML, display
 
-from ..abi import elf
+from ..native import elf
 from ..build import cells
 from ..build import compile as build
-from ..custom import Custom
+from ..op.custom import Custom
 from ..errors import CompileError, ShapeError
 from ..op.op import Op
 

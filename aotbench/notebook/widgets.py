@@ -30,11 +30,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the note
     raise ImportError("op.explore needs ipywidgets: pip install 'aotbench[notebook]'") from exc
 
 from .. import plots
-from ..abi.attrs import AttrKind, TypedAttr
-from ..call import guard
-from ..device.timing import bench, format_ns
+from ..native.attrs import AttrKind, TypedAttr
+from ..run import guard
+from ..tools.timing import bench, format_ns
 from ..errors import AotbenchError, ArgumentError
-from ..measure import accuracy
+from ..tools import accuracy
 from . import exploration
 from .debounce import Debouncer
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..call import rules
-from ..call.plan import MAX_RANK, call_infer_shape, make_plan
+from ..spec import rules
+from ..run.plan import MAX_RANK, call_infer_shape, make_plan
 from ..errors import ArgumentError, ShapeError
 
 
@@ -54,7 +54,7 @@ class Accessors:
         ``reference`` is the expected output(s) or a function of the inputs; ``dynamic`` lists one shape per
         input with ``None`` for dims MindSpore would see as -1, to also check Init as graph mode calls it.
         """
-        from ..safety.check import check
+        from ..tools.check import check
 
         try:
             return check(self, *arrays, reference=reference, rtol=rtol, atol=atol, dynamic=dynamic)
@@ -63,7 +63,7 @@ class Accessors:
 
     def bench(self, *arrays: Any, **options: Any):
         """Time calls on these inputs: :func:`aotbench.bench` (``budget_ms=``, ``warmup=``, ``flush_cache=``)."""
-        from ..device.timing import bench
+        from ..tools.timing import bench
 
         return bench(self, *arrays, **options)
 
@@ -73,7 +73,7 @@ class Accessors:
         (allocated once). What device timing and CUDA graphs use (:class:`aotbench.gpu.Launcher`)."""
         if not self.device.runs_elsewhere:
             raise ArgumentError(f"{self.name} is a cpu op: its calls are synchronous already; call it directly")
-        from ..device.gpu.run import Launcher
+        from ..run.gpu import Launcher
 
         return Launcher(self, *arrays)
 
@@ -81,7 +81,7 @@ class Accessors:
         """Run one call of this gpu op under NVIDIA's compute-sanitizer (``memcheck``, ``racecheck``,
         ``initcheck`` or ``synccheck``) in a subprocess, built with ``-lineinfo``; returns a
         :class:`~aotbench.gpu_sanitize.SanitizerReport` (``ok``, ``findings`` with kernel, source line, thread)."""
-        from ..safety.compute_sanitizer import run_compute_sanitizer
+        from ..tools.compute_sanitizer import run_compute_sanitizer
 
         return run_compute_sanitizer(self, *arrays, tool=tool, timeout_s=timeout_s)
 

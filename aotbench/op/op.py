@@ -17,17 +17,17 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..abi.attrs import TypedAttr, describe, typed
-from ..abi.dtypes import dtype_string
-from ..abi import interrupts
-from ..abi.host import BAD_BUFFER, BUSY, Host
-from ..abi.library import KernelLibrary
+from ..native.attrs import TypedAttr, describe, typed
+from ..native.dtypes import dtype_string
+from ..native import interrupts
+from ..native.runtime import BAD_BUFFER, BUSY, Runtime
+from ..native.loading import KernelLibrary
 from ..build.compile import Artifact
-from ..call import forking, guard, prints, rules
-from ..call.plan import Plan, make_plan, signature_key, workspace_allocation
-from ..call.spec import OpSpec, parse_flags
-from ..codeview.inspection import CodeViews
-from ..device import seam
+from ..run import forking, guard, prints
+from ..spec import rules
+from ..run.plan import Plan, make_plan, signature_key, workspace_allocation
+from ..spec.spec import OpSpec, parse_flags
+from ..run import devices as seam
 from .accessors import Accessors
 from ..errors import ArgumentError, ContractViolation, ShapeError
 
@@ -54,10 +54,10 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Op(Accessors, CodeViews):
+class Op(Accessors):
     """A compiled aot kernel bound as a Python callable: ``op(*arrays, *attr_args)``."""
 
-    def __init__(self, spec: OpSpec, library: KernelLibrary, host: Host, artifact: Artifact | None = None,
+    def __init__(self, spec: OpSpec, library: KernelLibrary, host: Runtime, artifact: Artifact | None = None,
                  source: Path | None = None):
         self._spec = spec
         self._host = host
@@ -89,7 +89,7 @@ class Op(Accessors, CodeViews):
         self.source_path = source
         self._n_inputs = len(spec.reg_info.inputs) if spec.reg_info and spec.reg_info.inputs else None
         self._attr_list = list(spec.attrs)
-        #: Where the op runs (:mod:`aotbench.device.seam`): a gpu op's calls go through the device's run path.
+        #: Where the op runs (:mod:`aotbench.run.devices`): a gpu op's calls go through the device's run path.
         self.device = seam.for_target(spec.target)
 
     # -- what was built -------------------------------------------------------------------------------
@@ -137,15 +137,27 @@ class Op(Accessors, CodeViews):
 
         return op_html(self)
 
-    def __reduce__(self):  # the recipe and the source files it read: see aotbench.travel
-        from ..travel import reduce_op
+    def __reduce__(self):  # the recipe and the source files it read: see aotbench.op.travel
+        from .travel import reduce_op
         return reduce_op(self)
+
+    def disassemble(self, kind: str | None = None, *, syntax: str = "intel"):
+        """The kernel's generated code under its source lines: :func:`aotbench.tools.codeview.inspection.disassemble`."""
+        from ..tools.codeview.inspection import disassemble
+
+        return disassemble(self, kind, syntax=syntax)
+
+    def annotate(self, *, missed: bool = False):
+        """The kernel's source with the compiler's remarks: :func:`aotbench.tools.codeview.inspection.annotate`."""
+        from ..tools.codeview.inspection import annotate
+
+        return annotate(self, missed=missed)
 
     # -- derived ops ----------------------------------------------------------------------------------
     def with_flags(self, flags: Any) -> Op:
         """The same op built with other compiler flags (a cache entry of its own; the recipe is otherwise the
         same). ``compare_flags`` uses it."""
-        from ..custom import _from_spec  # the constructor, one layer up (as unpickling uses it)
+        from .custom import _from_spec  # the constructor, one layer up (as unpickling uses it)
 
         return _from_spec(replace(self._spec, flags=parse_flags(flags)))
 
@@ -230,7 +242,7 @@ class Op(Accessors, CodeViews):
             plan = None  # leave the except block first, so errors raised below are not chained to a KeyError
         if plan is None:
             return self._call_slow(args)
-        try:  # free until raised (3.11): the stop button on an endless kernel (see aotbench.abi.interrupts)
+        try:  # free until raised (3.11): the stop button on an endless kernel (see aotbench.native.interrupts)
             return self._invoke(plan, args)
         except KeyboardInterrupt as exc:
             self._interrupted(exc)
@@ -417,7 +429,7 @@ class Op(Accessors, CodeViews):
 
     def _invoke_filled(self, plan: Plan, arrays: tuple) -> Any:
         """A call of a signature whose guarded first call found unwritten outputs: the outputs are filled with
-        ``plan.fill`` (NaN for floats, see :func:`aotbench.call.plan.fill_value`) before the kernel runs, so
+        ``plan.fill`` (NaN for floats, see :func:`aotbench.run.plan.fill_value`) before the kernel runs, so
         what it leaves unwritten never shows reused memory. Such plans are kept off the fast path's key."""
         if plan.prints and prints.needs_capture():
             with prints.shown():

@@ -1,6 +1,6 @@
 // Records which sources the committed build in prebuilt/ was made from: one `sha256  path` line per source
 // (sha256sum's format, paths relative to labextension/, sorted), in prebuilt/SOURCES.sha256. `npm run build`
-// writes it after building; tests/test_labextension.py recomputes it, so a source edited without a rebuild
+// writes it after building; tests/notebook/test_labextension.py recomputes it, so a source edited without a rebuild
 // fails there. With --check, compares instead of writing and exits 1 on a difference.
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...abi.dtypes import dtype_string, resolve_dtype
+from ...native.dtypes import dtype_string, resolve_dtype
 from ..missing import module_getattr
 
 

@@ -1,0 +1,318 @@
+"""The gpu target's run path: cupy arrays in and out, the current cupy stream, CUDA errors as :class:`CudaError`.
+
+A call: the inputs become C-contiguous device arrays (a numpy input is copied, with a :class:`HostCopyWarning`
+once per op); the plan (shape rule, ``Init``, device workspaces) is made once per signature and device, as on
+the cpu target; the outputs are allocated with cupy; the kernel's main function runs on the host with device
+pointers and the current stream's handle; then the launch error is read through the library's own CUDA runtime
+(``include/aotb_cuda_probe.h``) and the stream is synchronized, so a fault while the kernel ran surfaces at the
+call that caused it, with the CUDA error's name and the kernel's.
+
+:class:`Launcher` is the same call with the outputs allocated once and no synchronization, for device timing
+(:mod:`aotbench.gpu_timing`) and CUDA-graph capture. cupy is imported only through
+:func:`aotbench.devices.require_gpu`, when a gpu op runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..native.dtypes import dtype_string
+from ..build.nvcc import short_kernel_name
+from . import guard
+from .plan import WORKSPACE_ALIGNMENT, Plan, make_plan, signature_key
+from ..errors import ArgumentError, CudaError, HostCopyWarning, user_stacklevel
+from .gpu_availability import require_gpu
+
+if TYPE_CHECKING:
+    from ..op.op import Op
+
+_PROBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p))
+_probes: dict[int, Any] = {}  # probe address -> its ctypes function
+
+#: Errors after which the CUDA context is unusable (every later call in the process fails).
+STICKY = frozenset({
+    "cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorIllegalInstruction",
+    "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorAssert",
+    "cudaErrorHardwareStackError", "cudaErrorLaunchTimeout", "cudaErrorUnknown",
+})
+#: What to look at for the errors a kernel under development most often gives.
+HINTS = {
+    "cudaErrorInvalidConfiguration": (
+        "Check the launch's grid and block: at most 1024 threads per block, and every grid dimension at least 1 "
+        "(an empty input gives a grid of 0 blocks: return early when there is no work)."),
+    "cudaErrorInvalidValue": "An argument of a CUDA call or launch is out of range (e.g. dynamic shared memory "
+                             "above the device's limit).",
+    "cudaErrorLaunchOutOfResources": (
+        "The block needs more registers or shared memory than a multiprocessor has: op.resources shows ptxas's "
+        "report; launch fewer threads per block or add __launch_bounds__."),
+    "cudaErrorNoKernelImageForDevice": (
+        "The library holds no machine code or PTX this GPU can run: rebuild with arch= set to the GPU's compute "
+        "capability (nvidia-smi --query-gpu=compute_cap), or without arch= so aotbench detects it."),
+    "cudaErrorUnsupportedPtxVersion": (
+        "The library holds only PTX for this GPU, made by an nvcc newer than this driver can compile (a build made "
+        "where no GPU was detected, or a pip nvcc newer than the driver): rebuild on this machine, so aotbench "
+        "detects the GPU and adds its machine code, or pass arch= with its compute capability; or update the "
+        "driver."),
+    "cudaErrorIllegalAddress": (
+        "A kernel read or wrote memory it does not own (an index past the end, or a host pointer used on the "
+        "device). op.compute_sanitizer(...) runs one call under compute-sanitizer memcheck, which names the kernel, the "
+        "source line and the thread."),
+    "cudaErrorMisalignedAddress": "A kernel accessed memory through a pointer not aligned for its type (e.g. a "
+                                  "float4 load from an offset that is not a multiple of 16 bytes).",
+    "cudaErrorAssert": "A device-side assert() failed; its message is on the process's stderr (the terminal, or "
+                       "the Jupyter server's log).",
+    "cudaErrorStreamCaptureImplicit": (
+        "The kernel launched on the default stream instead of the stream it was given: launch with "
+        "<<<grid, block, shared_bytes, static_cast<cudaStream_t>(stream)>>>."),
+    "cudaErrorStreamCaptureInvalidated": (
+        "The CUDA graph capture was broken, most often by a launch on the default stream instead of the stream the "
+        "kernel was given: launch with <<<grid, block, shared_bytes, static_cast<cudaStream_t>(stream)>>>."),
+}
+
+
+def kernel_names(op: Op) -> tuple[str, ...]:
+    """The ``__global__`` kernels ptxas reported for this library, by name (without their parameter lists)."""
+    names: list[str] = []
+    for entry in op.resources:
+        name = short_kernel_name(str(entry.get("kernel", "")))
+        if name and name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def cuda_error(op: Op, name: str, description: str, when: str) -> CudaError:
+    return CudaError(op.name, name, description, when, kernel_names(op), name in STICKY, HINTS.get(name, ""))
+
+
+def launch_error(op: Op) -> CudaError | None:
+    """The error the kernel's launches left in the library's own CUDA runtime (cleared by reading), if any.
+
+    None for a library without the probe (prebuilt by something other than aotbench): its launch errors are
+    not visible from outside, and a fault while it ran still is, at the synchronization.
+    """
+    address = op.library.cuda_probe
+    if not address:
+        return None
+    probe = _probes.get(address)
+    if probe is None:
+        probe = _probes[address] = _PROBE(address)
+    name, text = ctypes.c_char_p(), ctypes.c_char_p()
+    if probe(ctypes.byref(name), ctypes.byref(text)) == 0:
+        return None
+    error = (name.value or b"cudaError").decode()
+    when = "while it ran (seen right after the launch)" if error in STICKY else "at launch"
+    return cuda_error(op, error, (text.value or b"").decode(), when)
+
+
+def synchronize(op: Op, cp: Any) -> None:
+    """Wait for the whole device, not only the current stream: a kernel that ignores its ``stream`` argument and
+    launches on the default stream is waited for too, so a call never returns before its work is done. A CUDA
+    error raised there becomes this op's :class:`CudaError`."""
+    try:
+        cp.cuda.runtime.deviceSynchronize()
+    except cp.cuda.runtime.CUDARuntimeError as exc:
+        name, _, description = str(exc).partition(": ")
+        raise cuda_error(op, name, description, "while it ran (seen when the device was synchronized)") from None
+
+
+def device_workspace(cp: Any):
+    """An allocator of device workspaces for :func:`~aotbench.plan.make_plan`: (owner, aligned address)."""
+
+    def allocate(nbytes: int) -> tuple[object, int]:
+        raw = cp.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=cp.uint8)
+        return raw, raw.data.ptr + (-raw.data.ptr % WORKSPACE_ALIGNMENT)
+
+    return allocate
+
+
+class GuardMirror(guard.Mirror):
+    """The device side of a guarded call: inputs on the GPU, the guarded host buffers mirrored there."""
+
+    def __init__(self, op: Op):
+        self._op = op
+        self._cp = require_gpu(op.name)
+
+    def inputs(self, args) -> tuple[tuple, tuple]:
+        return device_inputs(self._op, self._cp, args)
+
+    def upload(self, array: np.ndarray):
+        return self._cp.asarray(array)
+
+    def run(self, plan: Plan, arrays, raws: list[np.ndarray]) -> None:
+        """Copy every guarded buffer to the device, run the kernel there, copy them back into ``raws``."""
+        mirrors = [self._cp.asarray(raw) for raw in raws]
+        pointers = [a.data.ptr for a in arrays] + [m.data.ptr + guard.GUARD_BEFORE for m in mirrors]
+        enqueue(self._op, plan, pointers, self._cp.cuda.get_current_stream().ptr)
+        synchronize(self._op, self._cp)
+        for raw, mirror in zip(raws, mirrors):
+            raw[:] = mirror.get()
+
+
+def device_inputs(op: Op, cp: Any, args: tuple, device: int | None = None) -> tuple[tuple, tuple]:
+    """(C-contiguous cupy arrays on the current device, call-attribute values) from a call's arguments.
+    ``device``: the current device's id, when the caller already has it."""
+    arrays, extras = op._arrays_and_extras(args)
+    device = cp.cuda.runtime.getDevice() if device is None else device
+    converted, copied = [], []
+    for i, a in enumerate(arrays):
+        if type(a) is cp.ndarray or hasattr(a, "__cuda_array_interface__"):
+            # a cupy array as it is (the common case, checked first); another library's device array as a view
+            arr = a if type(a) is cp.ndarray else cp.asarray(a)
+            if arr.data.device_id != device:
+                on = arr.data.device_id
+                raise ArgumentError(f"input {i} is on GPU {on} but the current device is GPU {device}: call the "
+                                    f"op inside `with cupy.cuda.Device({on}):`")
+        else:
+            host = op._contiguous(a, i)
+            dtype_string(host.dtype)  # refuses object, string, datetime ... arrays
+            try:
+                arr = cp.asarray(host)
+            except (TypeError, ValueError) as exc:
+                raise ArgumentError(f"input {i} ({host.dtype}) cannot be copied to the GPU: cupy has no such "
+                                    f"arrays ({exc})") from exc
+            copied.append(i)
+        dtype_string(arr.dtype)
+        converted.append(arr if arr.flags.c_contiguous else cp.ascontiguousarray(arr))
+    if copied and not getattr(op, "_host_copy_noted", False):
+        op._host_copy_noted = True
+        warnings.warn(HostCopyWarning(
+            f"{op.name} is a gpu op: input(s) {', '.join(map(str, copied))} were numpy arrays and were copied to the "
+            "GPU, as they will be on every call. Pass cupy arrays (cupy.asarray(x)) to keep the data on the "
+            "device and time only the kernel. (Said once per op.)"), stacklevel=user_stacklevel())
+    return tuple(converted), extras
+
+
+def _plan_key(op: Op, device: int, arrays: tuple, extras: tuple) -> tuple[tuple, list]:
+    """The plan cache key of a device call (device id, shapes, dtypes, call-attribute values), and the typed
+    call attributes."""
+    call_attrs = op._typed_call_attrs(extras) if extras else []
+    return ("gpu", device, *signature_key(arrays, call_attrs)), call_attrs
+
+
+def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
+    device = cp.cuda.Device()
+    plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs,
+                     allocate_workspace=device_workspace(cp),
+                     memory_limit=(int(device.mem_info[1]), f"GPU {device.id}'s memory"))
+    # A device call never takes the host's fast path (which holds the record's set while F runs): every call
+    # checks a set out until its stream is done, so the plan's own set is the first one in the pool.
+    if plan.own_workspaces is not None:
+        plan.checkin(plan.own_workspaces)
+    return plan
+
+
+def device_plan(op: Op, cp: Any, device: int, arrays: tuple, extras: tuple) -> Plan:
+    """The op's plan for these device arrays on GPU ``device``, the current one (made once, then reused)."""
+    key, call_attrs = _plan_key(op, device, arrays, extras)
+    plan = op._plans.get(key)
+    if plan is None:
+        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
+        plan = _new_plan(op, cp, arrays, call_attrs)
+        op._remember_plan(key, plan, generation)
+    return plan
+
+
+def device_outputs(op: Op, cp: Any, plan: Plan) -> tuple:
+    try:
+        if plan.fill is not None:  # the guarded first call found unwritten outputs: never show old memory
+            return tuple(cp.full(shape, value, dtype) for (shape, dtype), value in zip(plan.outputs, plan.fill))
+        return tuple(cp.empty(shape, dtype) for shape, dtype in plan.outputs)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{op.name}'s outputs {[str(d) for _, d in plan.outputs]} cannot be cupy arrays "
+                            f"({exc}); use a dtype cupy supports") from exc
+
+
+def enqueue(op: Op, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
+    """Run the kernel's main function with these device pointers (inputs, outputs, then workspaces: a set the
+    caller holds until the stream is done with it) on the stream ``stream_ptr``; raise its error code or the
+    launch error it left."""
+    code = op._call_pointers(plan, pointers, stream_ptr or None)
+    error = launch_error(op)  # same thread, right after the launch: the runtime's last error is per thread
+    if error is not None:
+        raise error
+    if code:
+        op._host.raise_for(code, op.name, 0, plan.attrs, op.library.path)
+
+
+def call(op: Op, args: tuple) -> Any:
+    """``op(*args)`` for a gpu op: run on the current stream, synchronize, return cupy output(s).
+
+    The first call of a new signature runs guarded (:func:`aotbench.guard.first_call`, on device mirrors of
+    fenced, poisoned buffers) unless the op has ``guard=False``; the plan is kept once it passed.
+    """
+    cp = require_gpu(op.name)
+    device = cp.cuda.runtime.getDevice()
+    arrays, extras = device_inputs(op, cp, args, device)
+    key, call_attrs = _plan_key(op, device, arrays, extras)
+    plan = op._plans.get(key)
+    if plan is None:
+        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
+        plan = _new_plan(op, cp, arrays, call_attrs)
+        if op.spec.guard:
+            outs = guard.first_call(op, plan, arrays, GuardMirror(op))
+            op._remember_plan(key, plan, generation)
+            return outs
+        op._remember_plan(key, plan, generation)
+    outs = device_outputs(op, cp, plan)
+    workspaces = plan.checkout()  # this call's own scratch memory, held until the device is done with it
+    try:
+        enqueue(op, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs] + workspaces.pointers,
+                cp.cuda.get_current_stream().ptr)
+        synchronize(op, cp)
+    finally:
+        plan.checkin(workspaces)
+    return outs[0] if plan.single else outs
+
+
+class Launcher:
+    """One prepared call of a gpu op on fixed inputs, with its outputs allocated once (``outputs``).
+
+    ``launcher()`` enqueues the kernel on the current stream and returns at once; ``finish()`` synchronizes and
+    raises the first CUDA error. A launch is what device timing measures and what a CUDA graph captures: no
+    allocation and no synchronization happen inside it. The inputs (copied to the device once, if they were
+    numpy arrays) are kept alive with it.
+    """
+
+    def __init__(self, op: Op, *args: Any):
+        self._cp = cp = require_gpu(op.name)
+        self._op = op
+        self.__name__ = op.name  # timing tools name what they time by it (cupyx.profiler.benchmark reads it first)
+        device = cp.cuda.runtime.getDevice()
+        self.inputs, extras = device_inputs(op, cp, args, device)
+        self.plan = device_plan(op, cp, device, self.inputs, extras)
+        self.outputs = device_outputs(op, cp, self.plan)
+        self.workspaces = self.plan.checkout()  # its own for as long as it lives (graphs replay the same pointers)
+        self._pointers = [a.data.ptr for a in self.inputs] + [o.data.ptr for o in self.outputs] + \
+            self.workspaces.pointers
+        self.nbytes = sum(a.nbytes for a in self.inputs) + sum(o.nbytes for o in self.outputs)
+
+    def __call__(self) -> None:
+        enqueue(self._op, self.plan, self._pointers, self._cp.cuda.get_current_stream().ptr)
+
+    def finish(self) -> None:
+        synchronize(self._op, self._cp)
+
+    @property
+    def result(self) -> Any:
+        """The output array (or tuple of them) the launches write."""
+        return self.outputs[0] if self.plan.single else self.outputs
+
+    def __repr__(self) -> str:
+        return f"<aotbench.gpu.Launcher {self._op.name} {[tuple(a.shape) for a in self.inputs]}>"
+
+
+def to_device_like(op: Any, args: tuple) -> tuple:
+    """``args`` with numpy arrays copied to the GPU when ``op`` is a gpu op (for sweeps and panels that make
+    their inputs on the host); unchanged otherwise."""
+    if getattr(getattr(op, "spec", None), "target", "cpu") != "gpu":
+        return args
+    cp = require_gpu(getattr(op, "name", "op"))
+    return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+__all__ = ["HINTS", "STICKY", "Launcher", "call", "cuda_error", "device_inputs", "device_plan", "enqueue",
+           "kernel_names", "launch_error", "synchronize", "to_device_like"]

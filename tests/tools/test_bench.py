@@ -1,0 +1,49 @@
+"""The benchmarks run and report every target as a measured ratio (values are not asserted: the machine is
+noisy; the numbers are for people)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_core.py"
+
+
+@pytest.mark.slow
+def test_bench_core_quick_reports_all_targets(tmp_path):
+    out = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, timeout=600).stdout
+    rows = [line for line in out.splitlines() if "target" in line]
+    assert len(rows) == 6, out
+    per_call = re.search(r"op\(x\).*?([\d.]+) us.*raw ctypes ([\d.]+) us\s+([\d.]+)x", out)
+    assert per_call, out
+    ours, raw, ratio = map(float, per_call.groups())
+    assert ours > 0 and raw > 0 and abs(ours / raw - ratio) <= 0.1 * ratio  # the printed values are rounded
+    assert re.search(r"with a workspace\s+[\d.]+ us\s+raw ctypes [\d.]+ us\s+[\d.]+x", out)
+    assert re.search(r"cache hit\s+[\d.]+ ms", out)
+    assert len(re.findall(r"bare g\+\+ \d+ ms\s+[\d.]+x", out)) == 3
+    assert re.search(r"rebuild, edited cell.*bare g\+\+ \d+ ms\s+[\d.]+x\s+target <= 0\.6x", out)
+
+
+FUSED = BENCH.parent / "bench_fused.py"
+
+
+@pytest.mark.slow
+def test_bench_fused_quick_reports_all_targets(tmp_path):
+    # The checkout's aotbench, not an installed copy (the script imports aotbench from its own sys.path).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(FUSED.parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, str(FUSED), "--quick"], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, timeout=600, env=env).stdout
+    rows = [line for line in out.splitlines() if "target" in line]
+    assert len(rows) == 4, out
+    for axis in (1, 0):
+        speedup = re.search(rf"fused vs numpy \(axis={axis}\): ([\d.]+)x \(target >= 2.5x\) (ok|MISSED)", out)
+        share = re.search(rf"fused bandwidth \(axis={axis}\): (\d+)% of copy \(target >= 75%\) (ok|MISSED)", out)
+        assert speedup and share, out
+        assert float(speedup.group(1)) > 0 and int(share.group(1)) > 0
