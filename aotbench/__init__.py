@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._version import __version__
 from .native import attrs as _attrs
-from .build.cache import CacheError
+from .build.diagnostics import Diagnostic
 from .spec import registration as _reg
 from .spec import spec as _spec
 from .spec.registration import CustomRegOp, DataType
@@ -22,19 +22,26 @@ from .tools.timing import Timing, bench
 from .errors import (
     AbiMismatchError,
     AotbenchError,
+    AotbenchWarning,
     ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
     AttrError,
+    AttrMemoryError,
+    AttrTypeWarning,
+    CacheError,
     CompileError,
     ContractViolation,
     ContractWarning,
     CudaError,
     DeviceUnavailableError,
-    Diagnostic,
     DynamicShapeWarning,
+    ExportWarning,
     FastMathWarning,
     FloatingPointEnvWarning,
     ForkedOpenMPError,
     HostCopyWarning,
+    IsolatedCallInterrupted,
     IsolationMemoryError,
     KernelCrashedError,
     KernelError,
@@ -44,16 +51,24 @@ from .errors import (
     MindSporeApiError,
     MindSporeAttributeError,
     NoLibraryError,
+    SanitizerError,
     ShapeError,
     SignalStateWarning,
+    SourceChangedError,
+    SourceReadError,
     SymbolNotFoundError,
+    ToolFailedError,
     ToolchainNotFoundError,
+    TravelError,
     WorkspaceError,
 )
+from .tools.check import check
+from .tools.codeview.inspection import annotate, disassemble
 from .tools.comparison import Comparison, compare, compare_flags
+from .tools.compute_sanitizer import run_compute_sanitizer as compute_sanitizer
 from .tools.sweeping import Sweep, sweep
 from .op.op import Op
-from .run.sanitize import SanitizerError
+from . import notebook as _notebook  # noqa: F401 - gives the errors their IPython rendering
 
 # A pickled op names the classes of its recipe by module; ops pickled by earlier versions named these modules,
 # which resolve to their new homes (nothing else ever lived at these names; ``aotbench.spec`` is now the package,
@@ -61,6 +76,21 @@ from .run.sanitize import SanitizerError
 for _old, _module in {"aotbench.reg": _reg, "aotbench.attrs": _attrs, "aotbench.call.spec": _spec,
                       "aotbench.call.reg": _reg, "aotbench.abi.attrs": _attrs}.items():
     sys.modules.setdefault(_old, _module)
+
+
+# Verbs whose layers import a UI library or the MindSpore stand-in: loaded on first use, so that importing the
+# package stays light (``aotbench.explore``, ``aotbench.export_mindspore``).
+_LAZY_VERBS = {"explore": ("aotbench.notebook.widgets", "explore"),
+               "export_mindspore": ("aotbench.mindspore.export", "export")}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_VERBS:
+        import importlib
+
+        module, attr = _LAZY_VERBS[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'aotbench' has no attribute {name!r}")
 
 
 def get_include() -> str:
@@ -83,8 +113,13 @@ def examples_dir() -> Path:
 __all__ = [
     "AbiMismatchError",
     "AotbenchError",
+    "AotbenchWarning",
     "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
     "AttrError",
+    "AttrMemoryError",
+    "AttrTypeWarning",
     "CacheError",
     "Comparison",
     "CompileError",
@@ -97,10 +132,12 @@ __all__ = [
     "DeviceUnavailableError",
     "Diagnostic",
     "DynamicShapeWarning",
+    "ExportWarning",
     "FastMathWarning",
     "FloatingPointEnvWarning",
     "ForkedOpenMPError",
     "HostCopyWarning",
+    "IsolatedCallInterrupted",
     "IsolationMemoryError",
     "KernelCrashedError",
     "KernelError",
@@ -114,16 +151,26 @@ __all__ = [
     "SanitizerError",
     "ShapeError",
     "SignalStateWarning",
+    "SourceChangedError",
+    "SourceReadError",
     "Sweep",
     "SymbolNotFoundError",
     "Timing",
+    "ToolFailedError",
     "ToolchainNotFoundError",
+    "TravelError",
     "WorkspaceError",
     "__version__",
+    "annotate",
     "bench",
+    "check",
     "compare",
     "compare_flags",
+    "compute_sanitizer",
+    "disassemble",
     "examples_dir",
+    "explore",
+    "export_mindspore",
     "get_include",
     "gpu_available",
     "memory_bandwidth_gbps",

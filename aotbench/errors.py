@@ -1,27 +1,64 @@
-"""Every error aotbench raises.
+"""Every exception and warning class of aotbench, and nothing else: data, importing no other aotbench module.
 
-One base class, :class:`AotbenchError`; each subclass also inherits the builtin exception a caller would
-naturally catch (``TypeError`` for a mistyped attribute, ``FileNotFoundError`` for a missing compiler ...),
-carries structured fields, and says in its message what went wrong and how to fix it.
+Errors derive from :class:`AotbenchError` and also from the builtin a caller would naturally catch (``TypeError``
+for a mistyped attribute, ``FileNotFoundError`` for a missing compiler ...); each carries structured fields and
+says what went wrong and how to fix it. Warnings derive from :class:`AotbenchWarning`. The notebook layer gives
+the errors their IPython rendering (:mod:`aotbench.notebook.tracebacks`).
 """
 
 from __future__ import annotations
 
-import sys
+import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 
+# -- the bases ----------------------------------------------------------------------------------------------------
 class AotbenchError(Exception):
     """Base class of every error raised by aotbench."""
 
-    def _render_traceback_(self) -> list[str]:
-        """How IPython shows it: the user's frames and the message, aotbench's own frames left out."""
-        from .notebook.tracebacks import user_traceback
 
-        return user_traceback(self)
+class AotbenchWarning(UserWarning):
+    """Base class of every warning aotbench gives (``warnings.filterwarnings("ignore", category=...)`` silences
+    them all)."""
 
 
+# -- arguments ----------------------------------------------------------------------------------------------------
+class ArgumentError(AotbenchError):
+    """An aotbench function or op was given a bad argument: the base of :class:`ArgumentTypeError` and
+    :class:`ArgumentValueError`, so ``except ArgumentError`` catches both."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (an unsupported dtype included), or the wrong number of arguments."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right type whose value is out of range or not allowed (``target='tpu'``,
+    ``timeout_s=-1``, an unknown tool name), or that does not fit the op it is given to."""
+
+
+class AttrError(AotbenchError, TypeError):
+    """An attribute was missing, mistyped, or could not be represented as one of the eight attribute types."""
+
+    def __init__(self, message: str, *, name: str | None = None, requested: str | None = None,
+                 registered: str | None = None, names: Sequence[str] = ()):
+        self.name = name
+        self.requested = requested
+        self.registered = registered
+        self.names = list(names)
+        super().__init__(message)
+
+
+class AttrMemoryError(AttrError, MemoryError):
+    """An attribute too large for the native runtime to copy (``std::bad_alloc``): pass such data as an input
+    array instead."""
+
+
+class ShapeError(AotbenchError, ValueError):
+    """An output shape could not be determined, or a shape rule returned something that is not a shape."""
+
+
+# -- building -----------------------------------------------------------------------------------------------------
 class ToolchainNotFoundError(AotbenchError, FileNotFoundError):
     """The compiler needed for a build (g++ or nvcc) is not installed or not on PATH."""
 
@@ -34,29 +71,19 @@ class ToolchainNotFoundError(AotbenchError, FileNotFoundError):
         return self.args[0]
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    """One compiler diagnostic: where (file, 1-based line and column) and what."""
+class SourceReadError(AotbenchError, OSError):
+    """A kernel's source file cannot be read (missing, unreadable): nothing was built. ``path`` is the file."""
 
-    file: str
-    line: int
-    column: int | None
-    severity: str  # "error", "fatal error", "warning" or "note"
-    message: str
-
-    def __str__(self) -> str:
-        col = f":{self.column}" if self.column is not None else ""
-        return f"{self.file}:{self.line}{col}: {self.severity}: {self.message}"
+    def __init__(self, message: str, *, path: str = ""):
+        super().__init__(message)
+        self.path = path
 
 
 class CompileError(AotbenchError):
-    """The compiler exited with a non-zero status.
+    """The compiler exited with a non-zero status: ``argv`` is the command that ran, ``log`` the compiler's
+    complete output, ``diagnostics`` the parsed :class:`~aotbench.build.diagnostics.Diagnostic` list."""
 
-    ``argv`` is the command that ran, ``log`` the compiler's complete output and ``diagnostics`` the parsed
-    :class:`Diagnostic` list (errors first in the message).
-    """
-
-    def __init__(self, argv: Sequence[str], returncode: int, log: str, diagnostics: Sequence[Diagnostic]):
+    def __init__(self, argv: Sequence[str], returncode: int, log: str, diagnostics: Sequence):
         self.argv = list(argv)
         self.returncode = returncode
         self.log = log
@@ -67,16 +94,8 @@ class CompileError(AotbenchError):
         self.html_shown = False
         super().__init__(self._summary())
 
-    def _render_traceback_(self) -> list[str]:
-        """How IPython shows this error: each diagnostic with its source line, not a Python traceback."""
-        from .notebook.display import compile_error_text
-
-        if self.html_shown:
-            return [f"CompileError: {len(self.errors)} error(s), shown above (the compiler output is in .log)"]
-        return compile_error_text(self).splitlines()
-
     @property
-    def errors(self) -> list[Diagnostic]:
+    def errors(self) -> list:
         return [d for d in self.diagnostics if d.severity in ("error", "fatal error")]
 
     def _summary(self) -> str:
@@ -103,6 +122,42 @@ class NoLibraryError(AotbenchError):
                          "a shared library. Remove it: aotbench needs the library to call the kernel.")
 
 
+class CacheError(AotbenchError, OSError):
+    """The cache directory cannot be created or written (the message names the directory and the fix)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class DamagedPchError(AotbenchError):
+    """The .gch a compile read differs from its recorded sha256 (``build`` sets it aside and compiles again)."""
+
+
+class SourceChangedError(AotbenchError, RuntimeError):
+    """A file an op was built from (its source or an included header) changed or is gone since the build, so
+    what was asked (a view of the code, travelling, an export) would describe other code than the op runs."""
+
+    def __init__(self, message: str, *, name: str = "", path: str = ""):
+        super().__init__(message)
+        self.name = name
+        self.path = path
+
+
+class TravelError(AotbenchError, pickle.PicklingError):
+    """An op, or a value it needs, cannot be pickled to travel to another process (a worker, a process pool):
+    the message says what cannot be carried and why. A ``pickle.PicklingError``, as ``pickle.dumps`` raises."""
+
+
+class ToolFailedError(AotbenchError, RuntimeError):
+    """A program aotbench runs for a view of the code (``objdump``, ``cuobjdump``, ``nvdisasm``) could not be run
+    or exited with an error; ``tool`` is its name, and the message has what it said."""
+
+    def __init__(self, message: str, *, tool: str = ""):
+        super().__init__(message)
+        self.tool = tool
+
+
+# -- loading ------------------------------------------------------------------------------------------------------
 class LoadError(AotbenchError, OSError):
     """A shared library could not be loaded (the dynamic loader's message is kept in ``reason``)."""
 
@@ -117,10 +172,8 @@ class LoadError(AotbenchError, OSError):
 
 
 class AbiMismatchError(AotbenchError):
-    """A library was built with the other libstdc++ string ABI (``_GLIBCXX_USE_CXX11_ABI=1``).
-
-    Calling it would garble every attribute name the kernel passes to the host, so it is refused before any call.
-    """
+    """A library was built with the other libstdc++ string ABI (``_GLIBCXX_USE_CXX11_ABI=1``): calling it would
+    garble every attribute name the kernel passes to the host, so it is refused before any call."""
 
     def __init__(self, path: str, symbols: Sequence[str]):
         self.path = path
@@ -129,8 +182,7 @@ class AbiMismatchError(AotbenchError):
         super().__init__(
             f"{path} was built with -D_GLIBCXX_USE_CXX11_ABI=1 (it references {shown}), but aot kernels must use "
             "the old string ABI. Rebuild it with -D_GLIBCXX_USE_CXX11_ABI=0, as the documented command does "
-            "(remove any -D_GLIBCXX_USE_CXX11_ABI=1 from your flags)."
-        )
+            "(remove any -D_GLIBCXX_USE_CXX11_ABI=1 from your flags).")
 
 
 class SymbolNotFoundError(AotbenchError, AttributeError):
@@ -139,10 +191,8 @@ class SymbolNotFoundError(AotbenchError, AttributeError):
     def __init__(self, path: str, name: str, candidates: Sequence[str], mangled: Sequence[str] = ()):
         msg = f"{path} exports no function named {name!r}."
         if mangled:
-            msg += (
-                f" It has the C++-mangled symbol {mangled[0]}: declare the function extern \"C\" so it keeps "
-                "its plain name."
-            )
+            msg += f" It has the C++-mangled symbol {mangled[0]}: declare the function extern \"C\" so it keeps its "
+            msg += "plain name."
         if candidates:
             msg += " Exported C functions: " + ", ".join(candidates) + "."
         super().__init__(msg, name=name)  # AttributeError.__init__ sets .name, so pass it through
@@ -151,42 +201,11 @@ class SymbolNotFoundError(AotbenchError, AttributeError):
         self.mangled = list(mangled)
 
 
-class AttrError(AotbenchError, TypeError):
-    """An attribute was missing, mistyped, or could not be represented as one of the eight attribute types."""
-
-    def __init__(self, message: str, *, name: str | None = None, requested: str | None = None,
-                 registered: str | None = None, names: Sequence[str] = ()):
-        self.name = name
-        self.requested = requested
-        self.registered = registered
-        self.names = list(names)
-        super().__init__(message)
-
-
-class ShapeError(AotbenchError, ValueError):
-    """An output shape could not be determined, or a shape rule returned something that is not a shape."""
-
-
-class ArgumentError(AotbenchError, TypeError):
-    """An op was called with the wrong number or kind of arguments, or an unsupported dtype."""
-
-
-class SourceChangedError(AotbenchError, RuntimeError):
-    """A file an op was built from (its source or an included header) changed or is gone since the build, so
-    what was asked (a view of the code, travelling, an export) would describe other code than the op runs."""
-
-    def __init__(self, message: str, *, name: str = "", path: str = ""):
-        super().__init__(message)
-        self.name = name
-        self.path = path
-
-
+# -- calling ------------------------------------------------------------------------------------------------------
 class KernelError(AotbenchError, RuntimeError):
-    """An entry point of the kernel reported failure.
-
-    ``function`` is the C function that failed (``F``, ``FInit`` or ``FInferShape``); ``status`` its non-zero
-    return code, or ``None`` when it threw a C++ exception, whose text is then in ``exception``.
-    """
+    """An entry point of the kernel reported failure: ``function`` is the C function that failed (``F``, ``FInit``
+    or ``FInferShape``); ``status`` its non-zero return code, or ``None`` when it threw a C++ exception, whose
+    text is then in ``exception``."""
 
     def __init__(self, function: str, status: int | None = None, exception: str | None = None):
         self.function = function
@@ -222,41 +241,6 @@ class CudaError(KernelError):
         RuntimeError.__init__(self, msg)
 
 
-def user_stacklevel() -> int:
-    """The ``stacklevel`` for a ``warnings.warn`` made inside aotbench that points the warning at the first
-    frame outside the package (the user's line)."""
-    package = __name__.rpartition(".")[0] + "."
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-class FastMathWarning(UserWarning):
-    """A library's load changed the process's floating-point mode (crtfastmath.o, linked by ``-ffast-math`` or
-    ``-Ofast``): aotbench undid it and runs only the kernel's calls in that mode (said once per library)."""
-
-
-class HostCopyWarning(UserWarning):
-    """A gpu op was given a host (numpy) array: it was copied to the device for this call (said once per op)."""
-
-
-class FloatingPointEnvWarning(UserWarning):
-    """A kernel left the thread's rounding mode, exception traps or FTZ/DAZ changed; aotbench restored the
-    caller's environment after the call (said once per op)."""
-
-
-class SignalStateWarning(UserWarning):
-    """A kernel left signals blocked or SIGINT's handler replaced; aotbench restored them (said once per op)."""
-
-
-class KernelInterrupted(KeyboardInterrupt):
-    """Ctrl-C or the notebook's stop button abandoned an in-process kernel call that did not return in time.
-
-    A ``KeyboardInterrupt`` (so ``except Exception`` does not swallow it); the message says what is and is not
-    safe afterwards."""
-
-
 class WorkspaceError(AotbenchError, MemoryError):
     """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
     element count multiplied twice)."""
@@ -290,48 +274,22 @@ class ContractViolation(AotbenchError, RuntimeError):
         super().__init__("\n".join([head, *lines]))
 
 
-class ContractWarning(UserWarning):
-    """The guarded first call of a new input signature found the kernel leaving output elements unwritten,
-    letting poison reach its outputs, or writing past its workspace inside aotbench's padding: the call
-    returned, and its numbers are probably wrong."""
-
-
-class MindSporeApiError(AotbenchError, ImportError):
-    """A script run with aotbench's MindSpore stand-in (``python -m aotbench run``, ``aotbench.mindspore``)
-    imported a MindSpore module or name the stand-in does not have (``import mindspore.dataset``, ``from
-    mindspore import Model``): it runs aot ``Custom`` ops only. An ``ImportError``, so ``try: ... except
-    ImportError`` fallbacks keep working."""
-
-
-class MindSporeAttributeError(AotbenchError, AttributeError):
-    """The same, for an attribute of a stand-in module (``mindspore.ops.Add``): an ``AttributeError``, so
-    ``hasattr(mindspore, "jit")`` and ``getattr(ops, "Add", None)`` keep working."""
-
-
-class DynamicShapeWarning(UserWarning):
-    """With dynamic inputs (``Cell.set_inputs``) MindSpore runs the kernel's ``Init`` only once, with -1 dims in
-    graph mode or the first call's shapes in PyNative mode; aotbench runs it per concrete shape, so its numbers
-    are right, and this says where the same kernel would misbehave in MindSpore."""
-
-
 class DeviceUnavailableError(AotbenchError, RuntimeError):
     """A GPU op was called where no usable CUDA device is present (the reason says which part is missing)."""
 
 
 class ForkedOpenMPError(AotbenchError, RuntimeError):
     """An OpenMP (libgomp) op was called in a child made by ``os.fork()`` after the parent had run OpenMP code:
-    libgomp's thread pool does not survive a fork, and the call would hang for ever (see :mod:`aotbench.run.forking`)."""
+    libgomp's thread pool does not survive a fork, and the call would hang for ever (:mod:`aotbench.run.forking`)."""
 
 
+# -- isolated calls -----------------------------------------------------------------------------------------------
 class KernelCrashedError(AotbenchError, RuntimeError):
-    """An isolated op's worker process died during a call (a signal such as SIGSEGV, or an exit).
-
-    ``signal`` is the signal's name (``"SIGSEGV"``) or ``None`` when the worker exited with ``exitcode``;
-    ``function`` the kernel; ``stderr`` everything the worker wrote to stderr; ``frames`` where the kernel was
-    when it died, innermost first (from the native crash report: function, and file:line with ``-g``);
-    ``output`` what the kernel itself printed. The parent process is unharmed and the next call starts a fresh
-    worker.
-    """
+    """An isolated op's worker process died during a call (a signal such as SIGSEGV, or an exit): ``signal`` is
+    the signal's name (``"SIGSEGV"``) or ``None`` when the worker exited with ``exitcode``; ``function`` the
+    kernel; ``stderr`` everything the worker wrote to stderr; ``frames`` where the kernel was when it died,
+    innermost first (function, and file:line with ``-g``); ``output`` what the kernel itself printed. The parent
+    process is unharmed and the next call starts a fresh worker."""
 
     def __init__(self, function: str, signal: str | None, exitcode: int | None, stderr: str = "",
                  frames: Sequence[str] = (), output: str | None = None, hint: str = ""):
@@ -355,8 +313,35 @@ class KernelCrashedError(AotbenchError, RuntimeError):
         super().__init__("\n".join(parts))
 
 
+class SanitizerError(KernelCrashedError):
+    """A sanitizer stopped an isolated, sanitized op: ``kind`` (address/undefined), ``what`` (e.g.
+    ``heap-buffer-overflow``), ``location`` (file, line) of the first frame in the kernel's source, ``line_text``
+    that source line, and ``report``, the sanitizer's complete output (read by :mod:`aotbench.run.sanitize`)."""
+
+    def __init__(self, crash: KernelCrashedError, kind: str, what: str, location: tuple[str, int] | None = None,
+                 line_text: str = "", summary: str = ""):
+        self.kind = kind
+        self.report = crash.stderr
+        self.what, self.location, self.line_text = what, location, line_text
+        super().__init__(crash.function, crash.signal, crash.exitcode, crash.stderr)
+        where = f" at {location[0]}:{location[1]}" if location else ""
+        shown = f"\n    {location[1]} | {line_text.strip()}" if location and line_text else ""
+        tool = "AddressSanitizer" if kind == "address" else "UBSan"
+        self.args = (f"{crash.function}: {tool} found {what}{where}{shown}\n{summary or what}\n"
+                     "(the complete report is in .report; your Python process is unharmed)",)
+
+
 class IsolationMemoryError(AotbenchError, MemoryError):
     """An isolated call needs more shared memory (/dev/shm) than is free: refused before anything is written."""
+
+
+class ArenaTooSmall(Exception):
+    """Inside an isolated worker: the call's outputs do not fit in the shared arena, so the worker asks the parent
+    to grow it to ``size`` bytes and call again (never reaches the user)."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
 
 
 class KernelTimeoutError(AotbenchError, TimeoutError):
@@ -375,10 +360,65 @@ class KernelTimeoutError(AotbenchError, TimeoutError):
         return self.args[0]
 
 
-class AttrTypeWarning(UserWarning):
+# -- MindSpore's stand-in -----------------------------------------------------------------------------------------
+class MindSporeApiError(AotbenchError, ImportError):
+    """A script run with aotbench's MindSpore stand-in (``python -m aotbench run``, ``aotbench.mindspore``)
+    imported a MindSpore module or name the stand-in does not have (``import mindspore.dataset``, ``from
+    mindspore import Model``): it runs aot ``Custom`` ops only. An ``ImportError``, so ``try: ... except
+    ImportError`` fallbacks keep working."""
+
+
+class MindSporeAttributeError(AotbenchError, AttributeError):
+    """The same, for an attribute of a stand-in module (``mindspore.ops.Add``): an ``AttributeError``, so
+    ``hasattr(mindspore, "jit")`` and ``getattr(ops, "Add", None)`` keep working."""
+
+
+# -- warnings -----------------------------------------------------------------------------------------------------
+class FastMathWarning(AotbenchWarning):
+    """A library's load changed the process's floating-point mode (crtfastmath.o, linked by ``-ffast-math`` or
+    ``-Ofast``): aotbench undid it and runs only the kernel's calls in that mode (said once per library)."""
+
+
+class HostCopyWarning(AotbenchWarning):
+    """A gpu op was given a host (numpy) array: it was copied to the device for this call (said once per op)."""
+
+
+class FloatingPointEnvWarning(AotbenchWarning):
+    """A kernel left the thread's rounding mode, exception traps or FTZ/DAZ changed; aotbench restored the
+    caller's environment after the call (said once per op)."""
+
+
+class SignalStateWarning(AotbenchWarning):
+    """A kernel left signals blocked or SIGINT's handler replaced; aotbench restored them (said once per op)."""
+
+
+class ContractWarning(AotbenchWarning):
+    """The guarded first call of a new input signature found the kernel leaving output elements unwritten,
+    letting poison reach its outputs, or writing past its workspace inside aotbench's padding: the call
+    returned, and its numbers are probably wrong."""
+
+
+class AttrTypeWarning(AotbenchWarning):
     """An optimised kernel built with a header other than aotbench's seems (from its source text) to read an
     attribute as a type no attribute has (``Attr<double>``): such a header returns 0 for it. At ``-O0`` the
     library shows it for certain, and aotbench refuses the library with :class:`AttrError` instead."""
+
+
+class DynamicShapeWarning(AotbenchWarning):
+    """With dynamic inputs (``Cell.set_inputs``) MindSpore runs the kernel's ``Init`` only once, with -1 dims in
+    graph mode or the first call's shapes in PyNative mode; aotbench runs it per concrete shape, so its numbers
+    are right, and this says where the same kernel would misbehave in MindSpore."""
+
+
+class ExportWarning(AotbenchWarning):
+    """The export to MindSpore asked for after an op's next call (``op.export_after_next_call``) failed: the
+    call's result was returned, and the warning says why the export failed and how to try again."""
+
+
+# -- interruptions (a KeyboardInterrupt, so that except Exception does not swallow them) --------------------------
+class KernelInterrupted(KeyboardInterrupt):
+    """Ctrl-C or the notebook's stop button abandoned an in-process kernel call that did not return in time; the
+    message says what is and is not safe afterwards."""
 
 
 class IsolatedCallInterrupted(KeyboardInterrupt):
@@ -391,10 +431,3 @@ class IsolatedCallInterrupted(KeyboardInterrupt):
         super().__init__(f"{function}'s isolated call was interrupted: its worker process was killed and reaped "
                          "(the call's outputs are lost; this Python process and its variables are unharmed). The "
                          "next call starts a fresh worker.")
-
-    def _render_traceback_(self) -> list[str]:
-        """How IPython shows it: the user's frames and the message, not aotbench's or multiprocessing's."""
-        from .notebook.tracebacks import user_traceback
-
-        lines = user_traceback(self)
-        return [*lines[:-1], f"KeyboardInterrupt ({type(self).__name__}): {self}"]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .tools.timing import Timing, format_ns
-from .errors import ArgumentError
+from .errors import ArgumentTypeError, ArgumentValueError
 from .tools.accuracy import max_errors
 from .tools.comparison import Comparison
 from .tools.sweeping import Sweep
@@ -57,7 +57,7 @@ def time_unit(max_ns: float) -> tuple[str, float]:
 def _labelled_timings(data: Any) -> list[tuple[str, Timing]]:
     """(label, Timing) pairs from a Comparison, a Mapping label -> Timing, a Timing or a sequence of them."""
     if isinstance(data, Sweep):
-        raise ArgumentError("plots.timings draws one bar per entry; plot a Sweep with plots.scaling(sweep)")
+        raise ArgumentTypeError("plots.timings draws one bar per entry; plot a Sweep with plots.scaling(sweep)")
     if isinstance(data, Comparison):
         return [(row.label, row.timing) for row in data.rows]
     if isinstance(data, Timing):
@@ -69,8 +69,8 @@ def _labelled_timings(data: Any) -> list[tuple[str, Timing]]:
     else:
         pairs = []
     if not pairs or not all(isinstance(t, Timing) for _, t in pairs):
-        raise ArgumentError("plots.timings needs a Comparison, a mapping label -> Timing or a list of Timing "
-                            f"(from aotbench.bench), got {type(data).__name__}")
+        raise ArgumentTypeError("plots.timings needs a Comparison, a mapping label -> Timing or a list of Timing "
+                                f"(from aotbench.bench), got {type(data).__name__}")
     return [(label or f"#{i}", t) for i, (label, t) in enumerate(pairs)]
 
 
@@ -103,7 +103,8 @@ def scaling(sweep: Sweep, ax: Any = None):
     ``ax=None`` makes a figure with the two side by side; ``ax`` may be one axes (GB/s goes on a twin) or a pair.
     """
     if not isinstance(sweep, Sweep) or not sweep.points:
-        raise ArgumentError(f"plots.scaling needs the Sweep that aotbench.sweep returns, got {type(sweep).__name__}")
+        raise ArgumentTypeError(
+            f"plots.scaling needs the Sweep that aotbench.sweep returns, got {type(sweep).__name__}")
     twin = False
     if ax is None:
         from matplotlib.figure import Figure
@@ -168,10 +169,10 @@ def _rate_panel(ax: Any, sweep: Sweep, twin: bool = False) -> None:
 def _real_pair(output: Any, reference: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
     out, ref = np.asarray(output), np.asarray(reference)
     if out.shape != ref.shape:
-        raise ArgumentError(f"plots.{name}: output has shape {out.shape} but reference {ref.shape}; compare "
-                            "arrays of the same shape (one output at a time)")
+        raise ArgumentValueError(f"plots.{name}: output has shape {out.shape} but reference {ref.shape}; compare "
+                                 "arrays of the same shape (one output at a time)")
     if out.dtype.kind not in "biuf" or ref.dtype.kind not in "biuf":
-        raise ArgumentError(f"plots.{name} draws real numbers, got {out.dtype} and {ref.dtype}")
+        raise ArgumentTypeError(f"plots.{name} draws real numbers, got {out.dtype} and {ref.dtype}")
     return out.astype(np.float64), ref.astype(np.float64)
 
 
@@ -210,8 +211,8 @@ def error_heatmap(output: Any, reference: Any, ax: Any = None):
     only one side is NaN are infinite errors, left blank and counted in the title."""
     out, ref = _real_pair(output, reference, "error_heatmap")
     if out.ndim != 2:
-        raise ArgumentError(f"plots.error_heatmap needs 2-D arrays, got shape {out.shape}: use "
-                            "plots.output_vs_reference for other shapes, or reshape to 2-D")
+        raise ArgumentValueError(f"plots.error_heatmap needs 2-D arrays, got shape {out.shape}: use "
+                                 "plots.output_vs_reference for other shapes, or reshape to 2-D")
     err = max_errors(out, ref)
     with np.errstate(invalid="ignore"):
         both_nan = np.isnan(out) & np.isnan(ref)
@@ -233,7 +234,7 @@ def values(output: Any, ax: Any = None):
     against their flat index (at most ~2000 points, including the largest in magnitude); NaN/inf are counted."""
     out = np.asarray(output)
     if out.dtype.kind not in "biuf":
-        raise ArgumentError(f"plots.values draws real numbers, got {out.dtype}")
+        raise ArgumentTypeError(f"plots.values draws real numbers, got {out.dtype}")
     data = out.astype(np.float64)
     fig, ax = _figure_and_axes(ax, (6.0, 4.4))
     finite = np.isfinite(data)

@@ -39,18 +39,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import AotbenchError
+from ..errors import CacheError
 
 RACY_WINDOW_NS = 2_000_000_000
 _DEP_SPLIT = re.compile(r"(?<!\\)\s+")
 _DEP_UNESCAPE = re.compile(r"\\[ #\\]")
-
-
-class CacheError(AotbenchError, OSError):
-    """The cache directory cannot be created or written (the message names the directory and the fix)."""
-
-    def __str__(self) -> str:
-        return self.args[0]
 
 
 def default_cache_dir() -> Path:

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import index_entries, locked, read_json, write_atomic
+from .cache import index_entries, locked, write_atomic
+from .manifest import Manifest
 
 STALE_S = 3600.0  # a tmp/ file (or an unpaired library or manifest) older than this belongs to no live build
 _ENTRY_KEY = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$")
@@ -221,18 +222,18 @@ def _remove_pch(root: Path, key: str, sizes: dict[Path, int], dry_run: bool, rem
 
 def _entry(root: Path, key: str, sizes: dict[Path, int]) -> CacheEntry:
     lib, manifest = root / f"{key}.so", root / f"{key}.json"
-    data = read_json(manifest) or {}
+    record = Manifest.read(manifest)  # None for a damaged one: listed (and pruned) by what the files say
     try:
         st = os.stat(lib)
         used, mtime = max(st.st_atime, st.st_mtime), st.st_mtime
     except OSError:
         used = mtime = 0.0
-    created = data.get("created")
-    base = data.get("base_key")
+    created = None if record is None else record.created
+    base = "" if record is None else record.base_key
     return CacheEntry(
-        key=key, source=str(data.get("source", "")), size_bytes=sizes.get(lib, 0) + sizes.get(manifest, 0),
-        created=float(created) if isinstance(created, (int, float)) else mtime, last_used=used, library=lib,
-        manifest=manifest, base_key=base if isinstance(base, str) and _BASE.fullmatch(base) else None)
+        key=key, source="" if record is None else record.source,
+        size_bytes=sizes.get(lib, 0) + sizes.get(manifest, 0), created=mtime if created is None else created,
+        last_used=used, library=lib, manifest=manifest, base_key=base if _BASE.fullmatch(base) else None)
 
 
 def _debris(root: Path, found: CacheUsage) -> Iterator[tuple[Path, float]]:

@@ -22,9 +22,11 @@ from pathlib import Path
 
 from .._version import HEADER_VERSION, __version__
 from ..native import elf
-from ..errors import AotbenchError, ArgumentError, CompileError, Diagnostic, NoLibraryError
+from ..errors import ArgumentValueError, CompileError, NoLibraryError, SourceReadError
+from .diagnostics import Diagnostic
 from . import cache, hostflags, instantiation, nvcc, pch, subproc, toolchain
 from .cache import parse_depfile
+from .manifest import Dependency, Manifest
 
 _STEM_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 _KEY = re.compile(r"[A-Za-z0-9_.+-]+")
@@ -50,10 +52,24 @@ class Artifact:
     build_time_s: float
     dependencies: tuple[str, ...] = field(default=())
     source: str = ""  # the source text that was compiled (for a cache hit: identical by construction)
+    record: Manifest | None = field(default=None, repr=False, compare=False)
 
     @property
-    def manifest(self) -> dict:
-        return cache.read_json(self.manifest_path) or {}
+    def manifest(self) -> Manifest | None:
+        """The build record: the one a cache hit read or the build wrote, never read again (so it outlives a
+        pruned cache). Read from ``manifest_path`` once only for an artifact made without it; None if gone."""
+        if self.record is None:
+            object.__setattr__(self, "record", Manifest.read(self.manifest_path))
+        return self.record
+
+    def changed_files(self) -> tuple[str, ...]:
+        """The source and the user's own headers that changed or are gone since this build (source first): what
+        a view of the code, a parcel or an export would read now is not what the library was built from. With no
+        build record nothing can be vouched for: then the record's own path."""
+        record = self.manifest
+        if record is None:
+            return (str(self.manifest_path),)
+        return record.stale_files(record.own_headers(self.path.parent))
 
 
 @dataclass(frozen=True)
@@ -85,10 +101,10 @@ def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = No
         try:
             choice = nvcc.choose_archs(compiler, arch)
         except ValueError as exc:
-            raise ArgumentError(str(exc)) from exc
+            raise ArgumentValueError(str(exc)) from exc
         return Recipe(compiler, lambda out: nvcc.cuda_command(compiler, source, out, flags, choice.gencode),
                       (nvcc.RESOURCE_FLAG,), choice.reason)
-    raise ArgumentError(f"{source.name}: kernel sources end in .cc or .cpp (g++) or .cu (nvcc)")
+    raise ArgumentValueError(f"{source.name}: kernel sources end in .cc or .cpp (g++) or .cu (nvcc)")
 
 
 def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
@@ -103,7 +119,7 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     try:
         source_bytes = source.read_bytes()
     except OSError as exc:
-        raise AotbenchError(f"cannot read kernel source {source}: {exc.strerror or exc}") from exc
+        raise SourceReadError(f"cannot read kernel source {source}: {exc.strerror or exc}", path=str(source)) from exc
     flags = tuple(flags)
     documented = recipe_for(source, flags, arch)
     root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
@@ -151,10 +167,13 @@ def _with_pch(documented: Recipe, source: Path, flags: tuple[str, ...], pre: pch
 def describe_change(old: Artifact, new: Artifact) -> list[str]:
     """What differs between two builds' inputs, in words (empty when the inputs are the same)."""
     a, b = old.manifest, new.manifest
+    if a is None or b is None:
+        return [f"the build record {(old if a is None else new).manifest_path} is gone: nothing to compare"]
     changes = []
-    if a.get("source_sha256") != b.get("source_sha256"):
+    if a.source_sha256 != b.source_sha256:
         changes.append("the kernel source changed")
-    old_deps, new_deps = _dependency_hashes(a), _dependency_hashes(b)
+    old_deps = {d.path: d.sha256 for d in a.dependencies}
+    new_deps = {d.path: d.sha256 for d in b.dependencies}
     for path in sorted(old_deps.keys() | new_deps.keys()):
         if path not in old_deps:
             changes.append(f"now includes {path}")
@@ -162,34 +181,16 @@ def describe_change(old: Artifact, new: Artifact) -> list[str]:
             changes.append(f"no longer includes {path}")
         elif old_deps[path] != new_deps[path]:
             changes.append(f"included file changed: {path}")
-    if _user_flags(a) != _user_flags(b):
-        changes.append(f"flags changed: {_user_flags(a)} -> {_user_flags(b)}")
-    if a.get("native") != b.get("native") and _user_flags(a) == _user_flags(b):
-        native = (b.get("native") or a.get("native") or {}).get("flags") or ["-march=native"]
+    if a.user_flags != b.user_flags:
+        changes.append(f"flags changed: {list(a.user_flags)} -> {list(b.user_flags)}")
+    if a.native != b.native and a.user_flags == b.user_flags:
+        native = (b.native or a.native).flags or ("-march=native",)
         changes.append(f"{' '.join(native)} resolves differently on this machine")
-    if a.get("compiler") != b.get("compiler"):
-        changes.append(f"compiler changed: {a.get('compiler')} -> {b.get('compiler')}")
-    if a.get("header_version") != b.get("header_version") or a.get("aotbench_version") != b.get("aotbench_version"):
+    if a.compiler != b.compiler:
+        changes.append(f"compiler changed: {a.compiler} -> {b.compiler}")
+    if a.header_version != b.header_version or a.aotbench_version != b.aotbench_version:
         changes.append("aotbench or its header changed")
     return changes
-
-
-def _dependency_hashes(manifest: dict) -> dict[str, str]:
-    """A manifest's included files and their hashes (entries that are not well-formed are skipped)."""
-    deps = manifest.get("dependencies")
-    return {d["path"]: d.get("sha256") for d in deps if isinstance(d, dict) and isinstance(d.get("path"), str)} \
-        if isinstance(deps, list) else {}
-
-
-def _user_flags(manifest: dict) -> list[str]:
-    """The flags after the source file in a manifest's argv (what the user appended; a gpu build's pre-included
-    launch-error probe is aotbench's, not the user's)."""
-    argv = manifest.get("argv", [])
-    source = manifest.get("source")
-    flags = argv[argv.index(source) + 1:] if source in argv else []
-    if flags[:1] == ["--pre-include"]:
-        flags = flags[2:]
-    return flags
 
 
 def invalidate(artifact: Artifact) -> None:
@@ -235,35 +236,18 @@ def _lookup(root: Path, base: str, search_dirs: list[str]) -> Artifact | None:
 def _load_manifest(root: Path, name: str, *, cache_hit: bool) -> Artifact | None:
     """The artifact published as ``name``, if both files exist and the library matches its recorded hash."""
     manifest_path = root / f"{name}.json"
-    data = cache.read_json(manifest_path)
-    if data is None or not _manifest_is_whole(data):
+    record = Manifest.read(manifest_path)
+    if record is None:
         return None  # missing, damaged or written by something else: a miss, and the rebuild replaces it
     lib = root / f"{name}.so"
     try:
-        if cache.sha256_file(lib) != data.get("artifact_sha256"):
+        if cache.sha256_file(lib) != record.artifact_sha256:
             return None  # truncated or replaced: rebuild
     except OSError:
         return None
-    return Artifact(
-        path=lib, manifest_path=manifest_path, key=name, command=tuple(data["argv"]), log=data["log"],
-        cache_hit=cache_hit, build_time_s=float(data["build_time_s"]),
-        dependencies=tuple(d["path"] for d in data["dependencies"]),
-    )
-
-
-def _manifest_is_whole(data: dict) -> bool:
-    """True when a manifest has every field a cache hit reads, each of the type :func:`_compile` writes."""
-    def strings(value) -> bool:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-    deps = data.get("dependencies")
-    time_s = data.get("build_time_s")
-    return (strings(data.get("argv")) and bool(data["argv"]) and isinstance(data.get("log"), str)
-            and isinstance(data.get("artifact_sha256"), str) and isinstance(data.get("source"), str)
-            and isinstance(time_s, (int, float)) and not isinstance(time_s, bool) and 0 <= time_s < float("inf")
-            and isinstance(deps, list)
-            and all(isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("sha256"), str)
-                    for d in deps))
+    return Artifact(path=lib, manifest_path=manifest_path, key=name, command=record.argv, log=record.log,
+                    cache_hit=cache_hit, build_time_s=record.build_time_s,
+                    dependencies=tuple(d.path for d in record.dependencies), record=record)
 
 
 def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes, recipe: Recipe,
@@ -302,23 +286,18 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         key = f"{stem}-{hashlib.sha256((base + cache.dependencies_key(deps) + salt).encode()).hexdigest()[:20]}"
         lib = root / f"{key}.so"
         argv = recipe.command(lib)
-        manifest = {
-            "key": key, "base_key": base, "source": str(source),
-            "source_sha256": hashlib.sha256(source_bytes).hexdigest(),
-            "argv": argv, "argv_run": argv_run, "compiler": toolchain.compiler_identity(recipe.compiler),
-            "aotbench_version": __version__, "header_version": HEADER_VERSION,
-            "log": proc.stdout, "build_time_s": round(elapsed, 4), "created": time.time(),
-            "artifact_sha256": cache.sha256_file(tmp_lib),
-            "dependencies": [{"path": d.path, "sha256": d.sha256} for d in deps],
-        }
-        if recipe.native is not None:
-            manifest["native"] = recipe.native.manifest()
-        if recipe.arch_reason is not None:
-            manifest["arch_reason"] = recipe.arch_reason
-            manifest["resource_usage"] = nvcc.resource_usage(proc.stdout)
-            manifest["notes"] = nvcc.stream_notes(source_bytes.decode("utf-8", "replace"))
+        gpu = recipe.arch_reason is not None
+        record = Manifest(
+            key=key, base_key=base, source=str(source), source_sha256=hashlib.sha256(source_bytes).hexdigest(),
+            argv=tuple(argv), argv_run=tuple(argv_run), compiler=toolchain.compiler_identity(recipe.compiler),
+            aotbench_version=__version__, header_version=HEADER_VERSION, log=proc.stdout,
+            build_time_s=round(elapsed, 4), created=time.time(), artifact_sha256=cache.sha256_file(tmp_lib),
+            dependencies=tuple(Dependency(d.path, d.sha256) for d in deps), native=recipe.native,
+            arch_reason=recipe.arch_reason,
+            resource_usage=tuple(nvcc.resource_usage(proc.stdout)) if gpu else (),
+            notes=tuple(nvcc.stream_notes(source_bytes.decode("utf-8", "replace"))) if gpu else ())
         entry = None if unstable else {"key": key, "deps": [list(vars(d).values()) for d in deps], "dirs": listings}
-        _publish(root, base, key, tmp_lib, manifest, entry)
+        _publish(root, base, key, tmp_lib, record, entry)
     finally:
         for p in (tmp_lib, dep_file, marker):
             try:
@@ -326,7 +305,7 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
             except OSError:
                 pass
     return Artifact(path=lib, manifest_path=root / f"{key}.json", key=key, command=tuple(argv), log=proc.stdout,
-                    cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps))
+                    cache_hit=False, build_time_s=elapsed, dependencies=tuple(d.path for d in deps), record=record)
 
 
 def _run(argv: list[str], during: Callable[[], None] | None) -> subprocess.CompletedProcess:
@@ -335,13 +314,13 @@ def _run(argv: list[str], during: Callable[[], None] | None) -> subprocess.Compl
     return subproc.run(argv, during)
 
 
-def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: dict, entry: dict | None) -> None:
+def _publish(root: Path, base: str, key: str, tmp_lib: Path, manifest: Manifest, entry: dict | None) -> None:
     """Move the library into place, then write its manifest and index entry. A failure (a full disk) removes
     what was written, so no library without a manifest is left, and raises CacheError."""
     lib, manifest_path = root / f"{key}.so", root / f"{key}.json"
     try:
         os.replace(tmp_lib, lib)
-        cache.write_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
+        manifest.write(manifest_path)
         if entry is not None:
             cache.record_index_entry(root, base, entry)
     except OSError as exc:

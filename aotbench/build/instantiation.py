@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import Diagnostic
+from .diagnostics import Diagnostic
 
 _GCC_HERE = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?:(?P<col>\d+):)?\s+required from here\s*$", re.MULTILINE)
 _GCC_CONTEXT = re.compile(r"^[^\n:]+: In (?:instantiation of (?P<what>.*)|.*):$", re.MULTILINE)

@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import AotbenchError
+from ..errors import DamagedPchError
 from . import cache, hostflags, subproc, toolchain
 
 HEADER = "custom_aot_extra.h"
@@ -74,10 +74,6 @@ _LEAD = re.compile(r"""
     | (?<![^\n\ufeff])[ \t]*\#[ \t]*include[ \t]*(?P<ours>"custom_aot_extra\.h"|<custom_aot_extra\.h>)(?=[ \t]*(?://[^\n]*)?(?:\n|\Z))
     | (?<![^\n\ufeff])[ \t]*\#[ \t]*include[ \t]*<(?P<std>[^>\n]+)>(?=[ \t]*(?://[^\n]*)?(?:\n|\Z))
 """, re.VERBOSE | re.DOTALL)  # a directive starts its own line, and nothing but a comment follows it there
-
-
-class DamagedPchError(AotbenchError):
-    """The .gch a compile read differs from its recorded sha256 (``build`` sets it aside and compiles again)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .missing import missing, module_getattr
 
 GRAPH_MODE = 0
@@ -22,18 +22,19 @@ _settings: dict[str, Any] = {"mode": PYNATIVE_MODE, "device_target": "CPU", "dev
 
 def _check_target(target: object) -> str:
     if not isinstance(target, str):
-        raise ArgumentError(f"device_target must be 'CPU' or 'GPU', got {target!r}")
+        raise ArgumentTypeError(f"device_target must be 'CPU' or 'GPU', got {target!r}")
     if target == "Ascend":
         raise missing("device_target='Ascend'")
     if target not in TARGETS:
-        raise ArgumentError(f"device_target={target!r}: use 'CPU' or 'GPU'")
+        raise ArgumentValueError(f"device_target={target!r}: use 'CPU' or 'GPU'")
     return target
 
 
 def set_context(**kwargs: Any) -> None:
     """MindSpore's ``set_context``: ``mode=GRAPH_MODE|PYNATIVE_MODE``, ``device_target='CPU'|'GPU'``, ..."""
     if "mode" in kwargs and kwargs["mode"] not in (GRAPH_MODE, PYNATIVE_MODE):
-        raise ArgumentError(f"mode={kwargs['mode']!r}: use mindspore.GRAPH_MODE (0) or mindspore.PYNATIVE_MODE (1)")
+        raise ArgumentValueError(
+            f"mode={kwargs['mode']!r}: use mindspore.GRAPH_MODE (0) or mindspore.PYNATIVE_MODE (1)")
     if "device_target" in kwargs:
         _check_target(kwargs["device_target"])
     _settings.update(kwargs)
@@ -41,8 +42,8 @@ def set_context(**kwargs: Any) -> None:
 
 def get_context(key: str) -> Any:
     if key not in _settings:
-        raise ArgumentError(f"get_context({key!r}): the stand-in knows only what set_context set: "
-                            f"{', '.join(sorted(_settings))}")
+        raise ArgumentValueError(f"get_context({key!r}): the stand-in knows only what set_context set: "
+                                 f"{', '.join(sorted(_settings))}")
     return _settings[key]
 
 

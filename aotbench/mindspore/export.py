@@ -11,7 +11,6 @@ saved are those of aotbench's build with that command (and its include-path flag
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -25,7 +24,8 @@ import numpy as np
 
 from ..native.dtypes import dtype_string
 from ..build import toolchain
-from ..errors import AotbenchError, ArgumentError, user_stacklevel
+from .._userframe import user_stacklevel
+from ..errors import AotbenchError, ArgumentTypeError, ArgumentValueError, ExportWarning, SourceChangedError
 from ..tools.accuracy import as_arrays, to_host
 from .export_text import HEADER, module_text, readme_text, test_text
 
@@ -72,22 +72,27 @@ def _system_roots() -> list[Path]:
     return [r.resolve() for r in roots]
 
 
-def _changed(op: Op, path: Path) -> ArgumentError:
-    return ArgumentError(f"{path} changed since {op.name} was built: rebuild the op (re-run its cell or "
-                         "aotbench.Custom) so that the export holds what it was compiled from")
+def _refuse_changed(op: Op) -> None:
+    """SourceChangedError naming the first of the source and the user's headers that changed or are gone since
+    the build (the build record's check): the export must hold what the op was compiled from."""
+    changed = op.artifact.changed_files()
+    if changed:
+        raise SourceChangedError(f"{changed[0]} changed since {op.name} was built: rebuild the op (re-run its cell "
+                                 "or aotbench.Custom) so that the export holds what it was compiled from",
+                                 name=op.name, path=changed[0])
 
 
 def _headers(op: Op, source: Path) -> dict[str, Path]:
     """The user headers ``op``'s build read, by their path in the export folder (relative to the innermost of
     the kernel's folder and its -I folders that holds them: MindSpore adds only -I<the kernel's folder>, where
-    they will be); refuses a header that changed since the build or cannot travel."""
+    they will be); refuses a header that cannot travel (one changed since the build was refused before)."""
     ours = toolchain.include_dir().resolve()
     roots = [r for r in map(Path, toolchain.user_include_dirs(source, op.spec.flags)) if r.resolve() != ours]
     system = _system_roots()
     found: dict[str, Path] = {}
     outside = []
-    for dep in op.artifact.manifest.get("dependencies", []):
-        path = Path(dep.get("path", "")).resolve()
+    for dep in op.artifact.manifest.dependencies:
+        path = Path(dep.path).resolve()
         if path == source.resolve() or not path.name:
             continue
         holding = [r for r in roots if r in path.parents]
@@ -95,15 +100,13 @@ def _headers(op: Op, source: Path) -> dict[str, Path]:
             if not any(s in path.parents for s in system):
                 outside.append(str(path))
             continue
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != dep.get("sha256"):
-            raise _changed(op, path)
         name = path.relative_to(max(holding, key=lambda r: len(r.parts))).as_posix()
         if name in found and found[name] != path:
-            raise ArgumentError(f"{found[name]} and {path} would both be {name} in the export: give the headers "
+            raise ArgumentValueError(f"{found[name]} and {path} would both be {name} in the export: give the headers "
                                 "different names")
         found[name] = path
     if outside:
-        raise ArgumentError(f"{op.name} includes {', '.join(outside)}, outside the kernel's folder and its -I "
+        raise ArgumentValueError(f"{op.name} includes {', '.join(outside)}, outside the kernel's folder and its -I "
                             "folders: MindSpore compiles with -I<the kernel's folder> only, so the export could not "
                             "find it; move it beside the kernel (or under a folder given with -I)")
     return found
@@ -112,9 +115,9 @@ def _headers(op: Op, source: Path) -> dict[str, Path]:
 def _prepare(directory: Path, source: Path) -> None:
     """Create ``directory``, or empty the files of a previous export in it; refuse anything else in it."""
     if directory.exists() and not directory.is_dir():
-        raise ArgumentError(f"{directory} is a file: export_mindspore needs a folder (new or empty)")
+        raise ArgumentValueError(f"{directory} is a file: export_mindspore needs a folder (new or empty)")
     if directory.resolve() == source.parent.resolve():
-        raise ArgumentError(f"{directory} is the kernel's own folder: export into a new folder")
+        raise ArgumentValueError(f"{directory} is the kernel's own folder: export into a new folder")
     directory.mkdir(parents=True, exist_ok=True)
     for made in RUN_LEFTOVERS:  # what running the export's test leaves: stale, and not the user's
         shutil.rmtree(directory / made, ignore_errors=True)
@@ -131,7 +134,7 @@ def _prepare(directory: Path, source: Path) -> None:
             previous = set()
     others = sorted(present - previous)
     if others:
-        raise ArgumentError(f"{directory} is not empty ({', '.join(others[:5])}{' ...' if len(others) > 5 else ''})"
+        raise ArgumentValueError(f"{directory} is not empty ({', '.join(others[:5])}{' ...' if len(others) > 5 else ''})"
                             " and is not an earlier aotbench export: export into a new or empty folder")
     for name in previous & present:
         (directory / name).unlink()
@@ -140,28 +143,27 @@ def _prepare(directory: Path, source: Path) -> None:
 def _refuse_bfloat16(what: str, arrays: list[np.ndarray]) -> None:
     for i, a in enumerate(arrays):
         if dtype_string(a.dtype) == "bfloat16":
-            raise ArgumentError(f"{what} {i} is bfloat16, which .npz cannot carry faithfully (it stores raw void "
+            raise ArgumentTypeError(f"{what} {i} is bfloat16, which .npz cannot carry faithfully (it stores raw void "
                                 "bytes): export an op with another dtype")
 
 
 def export(op: Op, directory: str | Path, *example_inputs: Any) -> Export:
     """Write ``op`` as a MindSpore aot op into ``directory`` (created), checked against these example inputs."""
     if op.source_path is None or not op.artifact:
-        raise ArgumentError(f"{op.name} was loaded from a prebuilt library: exporting needs the kernel's source "
+        raise ArgumentValueError(f"{op.name} was loaded from a prebuilt library: exporting needs the kernel's source "
                             "(make the op from a .cc/.cpp/.cu file or a %%aot_kernel cell)")
     if not example_inputs:
-        raise ArgumentError("export_mindspore(directory, *example_inputs): give the inputs to check the op with "
+        raise ArgumentTypeError("export_mindspore(directory, *example_inputs): give the inputs to check the op with "
                             "(arrays, then the values of attributes registered without value=)")
     if not isinstance(directory, (str, Path)) or str(directory) == "":
-        raise ArgumentError(f"export_mindspore needs a folder path, got {directory!r}")
+        raise ArgumentTypeError(f"export_mindspore needs a folder path, got {directory!r}")
     spec = op.spec
-    arrays, extras = op._arrays_and_extras(example_inputs)
+    arrays, extras = op.kernel.split(example_inputs)
     host_inputs = [np.asarray(to_host(a), order="C") for a in arrays]  # 0-d stays 0-d
     _refuse_bfloat16("input", host_inputs)
     kept = _include_flags(spec.flags)
     source = Path(op.source_path)
-    if not source.is_file() or source.read_text(errors="replace") != op.source:
-        raise _changed(op, source)  # the documented build below compiles the files on disk
+    _refuse_changed(op)  # the documented build below compiles the files on disk
     headers = _headers(op, source)
     documented = op if list(spec.flags) == kept else op.with_flags(kept)  # MindSpore uses the documented command
     outputs = [np.asarray(to_host(o), order="C") for o in as_arrays(documented(*example_inputs))]
@@ -190,11 +192,10 @@ def export(op: Op, directory: str | Path, *example_inputs: Any) -> Export:
     return Export(out.resolve(), tuple(written), test)
 
 
-def call_then_export(op: Op, call, args: tuple) -> Any:
-    """``call(args)``, then the export ``op.export_after_next_call`` asked for, with these arguments as the example.
-    The request is taken under the op's lock (one call exports); a failed export warns and the result is kept."""
-    with op._lock:
-        directory, op._export_next_call = op._export_next_call, None
+def exporting_call(op: Op, directory: Any, call, args: tuple) -> Any:
+    """``call(args)``, then the export ``op.export_after_next_call(directory)`` asked for, with these arguments as
+    the example (the op runs it once: :meth:`aotbench.op.op.Op.call_next_through`); a failed export warns and
+    the result is kept."""
     result = call(args)
     if directory is not None:
         try:
@@ -202,5 +203,5 @@ def call_then_export(op: Op, call, args: tuple) -> Any:
         except (AotbenchError, OSError) as exc:
             warnings.warn(f"{op.name}: the export to {directory} after this call failed ({type(exc).__name__}: "
                           f"{exc}); the call's result is returned. op.export_mindspore({str(directory)!r}, *inputs) "
-                          "tries again.", UserWarning, stacklevel=user_stacklevel())
+                          "tries again.", ExportWarning, stacklevel=user_stacklevel())
     return result

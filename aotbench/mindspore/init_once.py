@@ -18,7 +18,8 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..run.plan import signature_key
-from ..errors import DynamicShapeWarning, user_stacklevel
+from .._userframe import user_stacklevel
+from ..errors import DynamicShapeWarning
 from ..tools.check import ABSURD_WORKSPACE, graph_mode_workspaces
 from .context import GRAPH_MODE
 
@@ -77,7 +78,7 @@ class InitOnce:
             return needed, f"at the first call's inputs {shapes}"
         dynamic = [tuple(a.shape) if d is None else (None if d == (-2,) else tuple(None if x == -1 else x for x in d))
                    for d, a in zip(declared, arrays)]
-        attrs = op._attr_list + op._typed_call_attrs(extras)
+        attrs = op.kernel.all_attrs(extras)
         sizes, failure = graph_mode_workspaces(op, dynamic, arrays, attrs, outputs)
         if failure is not None:
             self._warn(failure)
@@ -96,7 +97,7 @@ class InitOnce:
         """(workspace sizes Init asked for, outputs) of the call just made with these arguments: from the plan the
         op kept for it, so Init does not run again; else (an isolated or gpu op) from a new plan."""
         op = self._op
-        plan = op._plans.get(signature_key(arrays, op._typed_call_attrs(extras)))
+        plan = op.kernel.plans.find(signature_key(arrays, op.kernel.call_attrs(extras)))
         if plan is not None:
             return [requested for requested, _ in plan.workspaces], plan.outputs
         info = op.plan_info(*arrays, *extras)

@@ -12,7 +12,7 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentTypeError, ShapeError
 from .common.tensor import UNKNOWN_RANK, Tensor
 from .missing import module_getattr
 
@@ -48,7 +48,8 @@ class Cell:
         """Declare the net's input shapes; ``None`` (-1) dims are dynamic, as in MindSpore."""
         for i, t in enumerate(inputs):
             if not isinstance(t, Tensor):
-                raise ArgumentError(f"set_inputs: input {i} is {type(t).__name__}; give Tensor(shape=..., dtype=...)")
+                raise ArgumentTypeError(
+                    f"set_inputs: input {i} is {type(t).__name__}; give Tensor(shape=..., dtype=...)")
         self._aotbench_inputs = tuple(inputs)
 
     def set_train(self, mode: bool = True) -> Cell:
@@ -68,12 +69,12 @@ class Cell:
     def _check_inputs(self, args: tuple, declared: tuple[Tensor, ...]) -> None:
         name = type(self).__name__
         if len(args) != len(declared):
-            raise ArgumentError(f"{name} was given {len(args)} inputs but set_inputs declared {len(declared)}")
+            raise ArgumentTypeError(f"{name} was given {len(args)} inputs but set_inputs declared {len(declared)}")
         for i, (given, want) in enumerate(zip(args, declared)):
             if not isinstance(given, Tensor):
                 continue
             if given.dtype is not want.dtype:
-                raise ArgumentError(f"{name} input {i} is {given.dtype}; set_inputs declared {want.dtype}")
+                raise ArgumentTypeError(f"{name} input {i} is {given.dtype}; set_inputs declared {want.dtype}")
             if want.shape == (UNKNOWN_RANK,):
                 continue
             if len(given.shape) != len(want.shape) or any(w not in (-1, g) for g, w in zip(given.shape, want.shape)):

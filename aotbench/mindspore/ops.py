@@ -12,7 +12,7 @@ from typing import Any
 from ..spec.registration import CustomRegOp, DataType, OpInfo
 from ..spec.rules import is_shape_list
 from ..op.custom import Custom as _build
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..tools.accuracy import to_host
 from . import context
 from .common import dtype as mstype
@@ -45,8 +45,8 @@ def _shape_rule(out_shape: Any, out_dtype: Any) -> Any:
     def rule(*shapes):
         result = out_shape(*[list(s) for s in shapes])
         if is_shape_list(result) != isinstance(out_dtype, (list, tuple)):
-            raise ArgumentError(f"out_shape returned {result!r} with out_dtype={out_dtype!r}: MindSpore takes a "
-                                "tuple of shapes with a tuple of dtypes, a single shape with a single dtype")
+            raise ArgumentTypeError(f"out_shape returned {result!r} with out_dtype={out_dtype!r}: MindSpore takes a "
+                                    "tuple of shapes with a tuple of dtypes, a single shape with a single dtype")
         return result
 
     rule.__name__ = getattr(out_shape, "__name__", "out_shape")
@@ -58,25 +58,25 @@ def _check_forms(out_shape: Any, out_dtype: Any, reg: OpInfo) -> None:
     with a list), a single shape with a single dtype; with InferShape a tuple dtype means several outputs (and
     several outputs need one); ``out_dtype`` is always needed. A shape function is checked when it has run."""
     if out_dtype is None:
-        raise ArgumentError("out_dtype=None: MindSpore needs the output dtype of an aot Custom ('Please add infer "
-                            "type function'); give out_dtype=mstype.float32 (a tuple for several outputs)")
+        raise ArgumentTypeError("out_dtype=None: MindSpore needs the output dtype of an aot Custom ('Please add infer "
+                                "type function'); give out_dtype=mstype.float32 (a tuple for several outputs)")
     dtype_seq = isinstance(out_dtype, (list, tuple))
     if out_shape is None:
         if len(reg.outputs) > 1 and not dtype_seq:
-            raise ArgumentError(f"the registration declares {len(reg.outputs)} outputs but out_dtype={out_dtype!r} "
-                                "is one dtype: MindSpore needs a tuple, one dtype per output")
+            raise ArgumentTypeError(f"the registration declares {len(reg.outputs)} outputs but out_dtype={out_dtype!r} "
+                                    "is one dtype: MindSpore needs a tuple, one dtype per output")
         if dtype_seq and len(out_dtype) == 1:
-            raise ArgumentError("out_shape=None with a one-element tuple out_dtype: MindSpore refuses it (a tuple "
-                                "out_dtype with InferShape means several outputs); give out_dtype=mstype.float32, "
-                                "or out_shape=((...),) to get a tuple back")
+            raise ArgumentValueError("out_shape=None with a one-element tuple out_dtype: MindSpore refuses it (a tuple "
+                                     "out_dtype with InferShape means several outputs); give out_dtype=mstype.float32, "
+                                     "or out_shape=((...),) to get a tuple back")
         return
     if callable(out_shape):
         return
     shape_seq = is_shape_list(out_shape)
     if shape_seq != dtype_seq or (shape_seq and type(out_shape) is not type(out_dtype)):
-        raise ArgumentError(f"out_shape={out_shape!r} with out_dtype={out_dtype!r}: MindSpore takes both as "
-                            "tuples (or both as lists) for a tuple of outputs, even of one ((4, 5),) with "
-                            "(mstype.float32,), or both as single values")
+        raise ArgumentTypeError(f"out_shape={out_shape!r} with out_dtype={out_dtype!r}: MindSpore takes both as "
+                                "tuples (or both as lists) for a tuple of outputs, even of one ((4, 5),) with "
+                                "(mstype.float32,), or both as single values")
 
 
 def _pick_registration(reg_info: Any) -> OpInfo | None:
@@ -88,8 +88,8 @@ def _pick_registration(reg_info: Any) -> OpInfo | None:
         if isinstance(info, OpInfo) and (info.target or "").upper() == target:
             return info
     targets = ", ".join(str(getattr(i, "target", None)) for i in reg_info)
-    raise ArgumentError(f"reg_info lists registrations for targets {targets}; none is for the current "
-                        f"device_target {target!r}")
+    raise ArgumentValueError(f"reg_info lists registrations for targets {targets}; none is for the current "
+                             f"device_target {target!r}")
 
 
 class Custom:
@@ -101,19 +101,20 @@ class Custom:
             raise missing(f"mindspore.ops.Custom(func_type={func_type!r})")
         reg = _pick_registration(reg_info)
         if reg is None:
-            raise ArgumentError("an aot Custom without reg_info: MindSpore 2.10 fails on it ('The pointer[value] is "
-                                "null'); give reg_info=CustomRegOp(name).input(...).output(...).dtype_format(...)"
-                                ".target('CPU').get_op_info()")
+            raise ArgumentTypeError("an aot Custom without reg_info: MindSpore 2.10 fails on it ('The pointer[value] "
+                                    "is null'); give reg_info=CustomRegOp(name).input(...).output(...).dtype_format("
+                                    "...).target('CPU').get_op_info()")
         if isinstance(reg, OpInfo) and not reg.has_dtype_format:
-            raise ArgumentError(f"registration {reg.name!r} has no dtype_format: MindSpore refuses it ('the "
-                                "registration information is registered failed'); add .dtype_format(DataType."
-                                "None_None, ...) with one entry per input and output")
+            raise ArgumentValueError(f"registration {reg.name!r} has no dtype_format: MindSpore refuses it ('the "
+                                     "registration information is registered failed'); add .dtype_format(DataType."
+                                     "None_None, ...) with one entry per input and output")
         _check_forms(out_shape, out_dtype, reg)
         # The target is the registration's, else the source's kind (.cu: gpu), as aotbench.Custom decides.
         self.op = _build(func, _shape_rule(out_shape, out_dtype), _dtype_rule(out_dtype), "aot", reg_info=reg)
         # Tensors live on the host, as MindSpore's do before it moves them: copying them to the GPU is the
         # stand-in's job, not something a MindSpore script could change, so the op does not warn about it.
-        self.op._host_copy_noted = True
+        if hasattr(self.op.runner, "host_copy_noted"):  # a gpu op's runner (aotbench.run.gpu.OnDevice)
+            self.op.runner.host_copy_noted = True
         self.bprop = bprop
         self._init_once = InitOnce(self.op)
         # MindSpore 2.10 returns the outputs of list-form rules ([[4]], [mstype.float32]) as a list in graph mode
@@ -124,7 +125,7 @@ class Custom:
         values = []
         for i, a in enumerate(args):
             if isinstance(a, Tensor) and a.is_placeholder:
-                raise ArgumentError(f"input {i} of {self.op.name} is a set_inputs placeholder, not data")
+                raise ArgumentValueError(f"input {i} of {self.op.name} is a set_inputs placeholder, not data")
             values.append(a.asnumpy() if isinstance(a, Tensor) else a)
         result = self.op(*values)
         call = current_call.get()

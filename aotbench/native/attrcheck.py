@@ -19,7 +19,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import AttrError, AttrTypeWarning, user_stacklevel
+from .._userframe import user_stacklevel
+from ..errors import AttrError, AttrTypeWarning
 from . import elf
 
 SUPPORTED = ("bool", "int64_t", "float", "std::string", "std::vector<int64_t>", "std::vector<float>",

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 
 #: Exactly the strings the host passes, in the order ABI.md lists them.
 DTYPE_STRINGS = (
@@ -28,11 +28,11 @@ def dtype_string(dtype: np.dtype) -> str:
     """The kernel-side name of ``dtype``; an :class:`ArgumentError` for dtypes kernels cannot receive."""
     name = "bool" if dtype == np.bool_ else dtype.name
     if not dtype.isnative:
-        raise ArgumentError(f"dtype {dtype.str} is not in this machine's byte order; convert it with "
-                            "arr.astype(arr.dtype.newbyteorder('='))")
+        raise ArgumentTypeError(f"dtype {dtype.str} is not in this machine's byte order; convert it with "
+                                "arr.astype(arr.dtype.newbyteorder('='))")
     if name in DTYPE_STRINGS and (name != "bfloat16" or dtype == _bfloat16()):
         return name
-    raise ArgumentError(
+    raise ArgumentTypeError(
         f"arrays of dtype {dtype} cannot be passed to an aot kernel; supported: {', '.join(DTYPE_STRINGS)}"
         " (bfloat16 through the ml_dtypes package)"
     )
@@ -43,11 +43,11 @@ def resolve_dtype(spec: object) -> np.dtype:
     if isinstance(spec, str) and spec == "bfloat16":
         bf16 = _bfloat16()
         if bf16 is None:
-            raise ArgumentError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes")
+            raise ArgumentValueError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes")
         return bf16
     try:
         dtype = np.dtype(spec)  # type: ignore[call-overload]
     except TypeError as exc:
-        raise ArgumentError(f"{spec!r} is not a dtype; use a numpy dtype or a name such as 'float32'") from exc
+        raise ArgumentTypeError(f"{spec!r} is not a dtype; use a numpy dtype or a name such as 'float32'") from exc
     dtype_string(dtype)  # validates
     return dtype

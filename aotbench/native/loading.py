@@ -10,14 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import (
-    AbiMismatchError,
-    ArgumentError,
-    FastMathWarning,
-    LoadError,
-    SymbolNotFoundError,
-    user_stacklevel,
-)
+from .._userframe import user_stacklevel
+from ..errors import AbiMismatchError, ArgumentValueError, FastMathWarning, LoadError, SymbolNotFoundError
 from . import attrcheck, elf, fpenv
 
 _FAST_MATH_FLAGS = ("-ffast-math", "-Ofast", "-funsafe-math-optimizations", "-ffp-contract=fast")
@@ -49,7 +43,7 @@ class KernelLibrary:
 
 def check_function_name(name: str) -> str:
     if not isinstance(name, str) or not _FUNC_NAME.fullmatch(name):
-        raise ArgumentError(
+        raise ArgumentValueError(
             f"{name!r} is not a valid kernel function name: it must be a C identifier, as in 'kernel.cc:MyKernel'")
     return name
 

@@ -8,29 +8,43 @@ outcome codes into aotbench errors and never lets a C++ exception reach ctypes.
 from __future__ import annotations
 
 import ctypes
+import enum
 import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import (
-    AotbenchError,
-    AttrError,
-    FloatingPointEnvWarning,
-    KernelError,
-    SignalStateWarning,
-    user_stacklevel,
-)
+from .._userframe import user_stacklevel
+from ..errors import AttrError, AttrMemoryError, FloatingPointEnvWarning, KernelError, LoadError, SignalStateWarning
 from . import fpenv, interrupts
 from .attrs import AttrKind, TypedAttr
 
-OK, STATUS, EXCEPTION, ATTR_ERROR, TOO_SMALL, BAD_BUFFER, BUSY, INTERRUPTED = range(8)
-# Bits OR-ed into an outcome: the kernel changed the floating-point environment / the signal state, and the host
-# restored it (the fast path returns on 0 only, so they cost it nothing; note_changes strips them and warns).
-FP_CHANGED, SIGNALS_CHANGED = 0x100, 0x200
+
+class Outcome(enum.IntEnum):
+    """What the host's entry points return: ``AOTB_OUTCOMES`` in native/src/runtime.cc, compared with this enum
+    by name when the host is loaded (:func:`check_names`)."""
+
+    OK = 0
+    STATUS = 1  # the kernel's entry point returned a non-zero status
+    EXCEPTION = 2  # it threw (or the host could not store an attribute for another reason)
+    ATTR_ERROR = 3  # it read a missing or mistyped attribute
+    TOO_SMALL = 4  # aotb_call_infer needs a larger output buffer
+    BAD_BUFFER = 5  # an argument is not a C-contiguous buffer of the expected size: convert it and call again
+    BUSY = 6  # another call holds the plan's workspaces: call on a set of one's own
+    INTERRUPTED = 7  # the stop button abandoned the kernel
+    NO_MEMORY = 8  # the host could not allocate an attribute's copy (std::bad_alloc)
+    # Bits OR-ed into an outcome: the kernel changed the floating-point environment / the signal state, and the
+    # host restored it (the fast path returns on 0 only, so they cost it nothing; note_changes strips them).
+    FP_CHANGED = 0x100
+    SIGNALS_CHANGED = 0x200
+
+
+OK, STATUS, EXCEPTION, ATTR_ERROR = Outcome.OK, Outcome.STATUS, Outcome.EXCEPTION, Outcome.ATTR_ERROR
+TOO_SMALL, BAD_BUFFER, BUSY, INTERRUPTED = Outcome.TOO_SMALL, Outcome.BAD_BUFFER, Outcome.BUSY, Outcome.INTERRUPTED
+NO_MEMORY, FP_CHANGED, SIGNALS_CHANGED = Outcome.NO_MEMORY, Outcome.FP_CHANGED, Outcome.SIGNALS_CHANGED
 STATE_CHANGED = FP_CHANGED | SIGNALS_CHANGED
-HOST_VERSION = 4
+HOST_VERSION = 5
 MAX_PARAMS = 64
 
 _c_void_p, _c_int, _c_int64, _c_size_t = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
@@ -54,21 +68,25 @@ _SIGNATURES = {
     "aotb_host_version": ([], _c_int),
     "aotb_host_call_size": ([], _c_int),
     "aotb_host_extra_size": ([], _c_int),
+    "aotb_host_max_params": ([], _c_int),
+    "aotb_outcomes": ([ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int32), _c_int], _c_int),
+    "aotb_attr_kinds": ([ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int32), _c_int], _c_int),
+    "aotb_call_layout": ([ctypes.POINTER(ctypes.c_char_p), _p_int64, _p_int64, _c_int], _c_int),
     "aotb_install_crash_report": ([_c_int], _c_int),
     "aotb_extra_new": ([], _c_void_p),
     "aotb_extra_free": ([_c_void_p], _c_int),
     "aotb_extra_workspace_count": ([_c_void_p], _c_int64),
     "aotb_extra_workspace_sizes": ([_c_void_p, ctypes.POINTER(ctypes.c_uint64)], None),
-    "aotb_extra_set_bool": ([_c_void_p, ctypes.c_char_p, _c_int], None),
-    "aotb_extra_set_int": ([_c_void_p, ctypes.c_char_p, _c_int64], None),
-    "aotb_extra_set_float": ([_c_void_p, ctypes.c_char_p, ctypes.c_float], None),
-    "aotb_extra_set_str": ([_c_void_p, ctypes.c_char_p, ctypes.c_char_p, _c_size_t], None),
-    "aotb_extra_set_int_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], None),
-    "aotb_extra_set_float_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], None),
-    "aotb_extra_set_int_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
-    "aotb_extra_set_float_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], None),
-    "aotb_extra_set_empty_list": ([_c_void_p, ctypes.c_char_p], None),
-    "aotb_extra_set_empty_rows": ([_c_void_p, ctypes.c_char_p, _c_size_t], None),
+    "aotb_extra_set_bool": ([_c_void_p, ctypes.c_char_p, _c_int], _c_int),
+    "aotb_extra_set_int": ([_c_void_p, ctypes.c_char_p, _c_int64], _c_int),
+    "aotb_extra_set_float": ([_c_void_p, ctypes.c_char_p, ctypes.c_float], _c_int),
+    "aotb_extra_set_str": ([_c_void_p, ctypes.c_char_p, ctypes.c_char_p, _c_size_t], _c_int),
+    "aotb_extra_set_int_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], _c_int),
+    "aotb_extra_set_float_vec": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_size_t], _c_int),
+    "aotb_extra_set_int_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], _c_int),
+    "aotb_extra_set_float_2d": ([_c_void_p, ctypes.c_char_p, _c_void_p, _c_void_p, _c_size_t], _c_int),
+    "aotb_extra_set_empty_list": ([_c_void_p, ctypes.c_char_p], _c_int),
+    "aotb_extra_set_empty_rows": ([_c_void_p, ctypes.c_char_p, _c_size_t], _c_int),
     "aotb_call_params": ([_c_void_p, _c_void_p, _c_void_p], _c_int),
     "aotb_call_init": ([_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_void_p, ctypes.POINTER(ctypes.c_int32)],
                        _c_int),
@@ -101,6 +119,85 @@ _SIGNAL_RUNTIME: Runtime | None = None
 _SIGNAL_HOST_LOCK = threading.Lock()
 
 
+# -- the ABI, compared by name when a host is loaded ----------------------------------------------------------
+def _fix(path: object) -> str:
+    return ("native/src/runtime.cc and its Python mirror aotbench/native/runtime.py must agree: change the one that "
+            f"is wrong. A host is rebuilt when runtime.cc changes; delete {path} to force a rebuild.")
+
+
+def native_names(table) -> dict[str, int]:
+    """A name table the host exports (``aotb_outcomes``, ``aotb_attr_kinds``), as ``{name: value}``."""
+    n = table(None, None, 0)
+    names, values = (ctypes.c_char_p * n)(), (ctypes.c_int32 * n)()
+    table(names, values, n)
+    return {names[k].decode(): values[k] for k in range(n)}
+
+
+def native_call_layout(lib) -> list[tuple[str, int, int]]:
+    """``struct AotbCall`` as the host was compiled: (field name, offset, size) per field, in order."""
+    n = lib.aotb_call_layout(None, None, None, 0)
+    names, offsets, sizes = (ctypes.c_char_p * n)(), (ctypes.c_int64 * n)(), (ctypes.c_int64 * n)()
+    lib.aotb_call_layout(names, offsets, sizes, n)
+    return [(names[k].decode(), offsets[k], sizes[k]) for k in range(n)]
+
+
+def check_names(mirror: type[enum.IntEnum], native: dict[str, int], path: object) -> None:
+    """Refuse (:class:`LoadError`) a host whose name table differs from ``mirror``: the same names, and for each
+    name the same value."""
+    ours = {m.name: int(m) for m in mirror}
+    for name in list(native) + [n for n in ours if n not in native]:
+        if name not in ours:
+            problem = f"the host has {name} = {native[name]}, which {mirror.__name__} lacks"
+        elif name not in native:
+            problem = f"{mirror.__name__}.{name} = {ours[name]} is not in the host"
+        elif native[name] != ours[name]:
+            problem = f"{name} is {native[name]} in the host but {ours[name]} in {mirror.__name__}"
+        else:
+            continue
+        raise LoadError(str(path), f"the host and aotbench disagree on {mirror.__name__}: {problem}", _fix(path))
+
+
+def check_layout(struct: type[ctypes.Structure], native: list[tuple[str, int, int]], size: int, path: object,
+                 c_name: str = "struct AotbCall") -> None:
+    """Refuse (:class:`LoadError`) a host whose ``c_name`` (``native``: field, offset, size; ``size`` in all)
+    differs from the ctypes ``struct`` field by field, by name: a field missing on either side, or at another
+    offset or of another size, is named."""
+    ours = {name: (getattr(struct, name).offset, getattr(struct, name).size) for name, *_ in struct._fields_}
+    theirs = {name: (offset, nbytes) for name, offset, nbytes in native}
+    for name in list(theirs) + [n for n in ours if n not in theirs]:
+        if name not in ours:
+            problem = f"field {name!r} of {c_name} is not in {struct.__name__}"
+        elif name not in theirs:
+            problem = f"{struct.__name__} has a field {name!r} that {c_name} lacks"
+        elif ours[name] != theirs[name]:
+            problem = (f"field {name!r} is at offset {theirs[name][0]} ({theirs[name][1]} bytes) in {c_name} but at "
+                       f"offset {ours[name][0]} ({ours[name][1]} bytes) in {struct.__name__}")
+        else:
+            continue
+        raise LoadError(str(path), f"the host's {c_name} differs from aotbench's: {problem}", _fix(path))
+    if ctypes.sizeof(struct) != size:
+        raise LoadError(str(path), f"{c_name} is {size} bytes in the host but {struct.__name__} is "
+                        f"{ctypes.sizeof(struct)}", _fix(path))
+
+
+def bind(lib: ctypes.CDLL, path: object) -> None:
+    """Give the host's functions their signatures and compare its ABI with this module's, by name."""
+    for name, (argtypes, restype) in _SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise LoadError(str(path), f"it has no function {name}: it was built from another version of "
+                            "native/src/runtime.cc", _fix(path)) from None
+        fn.argtypes, fn.restype = argtypes, restype
+    for what, theirs, ours in (("version", lib.aotb_host_version(), HOST_VERSION),
+                               ("MAX_PARAMS", lib.aotb_host_max_params(), MAX_PARAMS)):
+        if theirs != ours:
+            raise LoadError(str(path), f"its {what} is {theirs}, this aotbench's is {ours}", _fix(path))
+    check_names(Outcome, native_names(lib.aotb_outcomes), path)
+    check_names(AttrKind, native_names(lib.aotb_attr_kinds), path)
+    check_layout(CallRecord, native_call_layout(lib), lib.aotb_host_call_size(), path)
+
+
 def source_path() -> Path:
     """The native host's C++ source (built by :func:`aotbench.build.native_runtime.get_runtime`)."""
     return Path(__file__).resolve().parent / "src" / "runtime.cc"
@@ -112,11 +209,7 @@ class Runtime:
     def __init__(self, path: Path):
         self.path = path
         lib = ctypes.CDLL(str(path))
-        for name, (argtypes, restype) in _SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = argtypes, restype
-        if lib.aotb_host_version() != HOST_VERSION or lib.aotb_host_call_size() != ctypes.sizeof(CallRecord):
-            raise AotbenchError(f"native host {path} does not match this aotbench; delete it to rebuild")
+        bind(lib, path)
         lib.aotb_set_python_api(*[ctypes.cast(getattr(ctypes.pythonapi, f), _c_void_p) for f in _PYTHON_API])
         self.lib = lib
         #: ``call_params(address_of_CallRecord, params, stream) -> outcome``: F on a complete params array of the
@@ -189,11 +282,19 @@ class Runtime:
 
     # -- extras ---------------------------------------------------------------------------------------
     def new_extra(self, attrs: list[TypedAttr]) -> int:
+        """A new extra holding ``attrs``; an attribute the host cannot store (out of memory) raises, and the
+        extra is freed."""
         extra = self.lib.aotb_extra_new()
         if not extra:
             raise MemoryError("the native host could not allocate an AotExtra")
-        for a in attrs:
-            self._set(extra, a)
+        try:
+            for a in attrs:
+                code, nbytes = self._set(extra, a)
+                if code != OK:
+                    raise self._store_error(code, a, nbytes)
+        except BaseException:
+            self.lib.aotb_extra_free(extra)
+            raise
         return extra
 
     def free_extra(self, extra: int) -> None:
@@ -206,33 +307,46 @@ class Runtime:
         self.lib.aotb_extra_workspace_sizes(extra, out)
         return list(out[:n])
 
-    def _set(self, extra: int, a: TypedAttr) -> None:
+    def _set(self, extra: int, a: TypedAttr) -> tuple[int, int]:
+        """Store one attribute: the host's outcome code and the size of the data handed over, in bytes."""
         lib, name, v = self.lib, a.name.encode(), a.value
         if a.kind is AttrKind.BOOL:
-            lib.aotb_extra_set_bool(extra, name, int(v))
-        elif a.kind is AttrKind.INT:
-            lib.aotb_extra_set_int(extra, name, v)
-        elif a.kind is AttrKind.FLOAT:
-            lib.aotb_extra_set_float(extra, name, v)
-        elif a.kind is AttrKind.STR:
+            return lib.aotb_extra_set_bool(extra, name, int(v)), 1
+        if a.kind is AttrKind.INT:
+            return lib.aotb_extra_set_int(extra, name, v), 8
+        if a.kind is AttrKind.FLOAT:
+            return lib.aotb_extra_set_float(extra, name, v), 4
+        if a.kind is AttrKind.STR:
             data = v.encode()
-            lib.aotb_extra_set_str(extra, name, data, len(data))
-        elif a.kind in (AttrKind.INT_VEC, AttrKind.FLOAT_VEC):
+            return lib.aotb_extra_set_str(extra, name, data, len(data)), len(data)
+        if a.kind in (AttrKind.INT_VEC, AttrKind.FLOAT_VEC):
             arr = np.ascontiguousarray(v, dtype=np.int64 if a.kind is AttrKind.INT_VEC else np.float32)
             setter = lib.aotb_extra_set_int_vec if a.kind is AttrKind.INT_VEC else lib.aotb_extra_set_float_vec
-            setter(extra, name, arr.ctypes.data, arr.size)
-        elif a.kind in (AttrKind.INT_2D, AttrKind.FLOAT_2D):
+            return setter(extra, name, arr.ctypes.data, arr.size), arr.nbytes
+        if a.kind in (AttrKind.INT_2D, AttrKind.FLOAT_2D):
             flat = np.array([x for row in v for x in row],
                             dtype=np.int64 if a.kind is AttrKind.INT_2D else np.float32)
             lengths = np.array([len(row) for row in v], dtype=np.int64)
             setter = lib.aotb_extra_set_int_2d if a.kind is AttrKind.INT_2D else lib.aotb_extra_set_float_2d
-            setter(extra, name, flat.ctypes.data, lengths.ctypes.data, len(v))
-        elif a.kind is AttrKind.EMPTY_LIST:
-            lib.aotb_extra_set_empty_list(extra, name)
-        elif a.kind is AttrKind.EMPTY_ROWS:
-            lib.aotb_extra_set_empty_rows(extra, name, len(v))
-        else:  # pragma: no cover - TypedAttr only holds the kinds above
-            raise AotbenchError(f"unknown attribute kind {a.kind}")
+            return setter(extra, name, flat.ctypes.data, lengths.ctypes.data, len(v)), flat.nbytes
+        if a.kind is AttrKind.EMPTY_LIST:
+            return lib.aotb_extra_set_empty_list(extra, name), 0
+        if a.kind is AttrKind.EMPTY_ROWS:
+            return lib.aotb_extra_set_empty_rows(extra, name, len(v)), 0
+        raise AttrError(f"unknown attribute kind {a.kind}", name=a.name)  # pragma: no cover - TypedAttr holds these
+
+    def _store_error(self, code: int, a: TypedAttr, nbytes: int) -> AttrError:
+        """The error for an attribute the host could not store (``code``: NO_MEMORY or EXCEPTION)."""
+        reason = (self.lib.aotb_error_message() or b"").decode("utf-8", "replace") or "no message: out of memory"
+        if code == NO_MEMORY:
+            error = AttrMemoryError(
+                f"attribute {a.name!r} ({nbytes:,} bytes of {a.kind.cpp}) does not fit in memory: the native host "
+                f"could not allocate its copy ({reason}). Pass data this large as an input array instead of an "
+                "attribute, or free memory.", name=a.name, registered=a.kind.cpp)
+            error.__cause__ = MemoryError(reason)
+            return error
+        return AttrError(f"the native host could not store attribute {a.name!r} ({nbytes:,} bytes of "
+                         f"{a.kind.cpp}): {reason}", name=a.name, registered=a.kind.cpp)
 
     # -- calls ----------------------------------------------------------------------------------------
     def call_init(self, fn: int, ndims, shapes, dtypes, extra: int, *, function: str,

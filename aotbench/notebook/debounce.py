@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ArgumentError
+from ..errors import ArgumentValueError
 
 
 class Debouncer:
@@ -21,7 +21,7 @@ class Debouncer:
 
     def __init__(self, action: Callable[[], None], delay_ms: float):
         if isinstance(delay_ms, bool) or not isinstance(delay_ms, (int, float)) or delay_ms < 0:
-            raise ArgumentError(f"debounce_ms must be a number >= 0, got {delay_ms!r}")
+            raise ArgumentValueError(f"debounce_ms must be a number >= 0, got {delay_ms!r}")
         self._action = action
         self._delay_s = delay_ms / 1000
         self._pending: Any = None

@@ -10,7 +10,8 @@ import html
 from typing import TYPE_CHECKING
 
 from ..spec import rules
-from ..errors import CompileError, Diagnostic
+from ..build.diagnostics import Diagnostic
+from ..errors import CompileError
 
 if TYPE_CHECKING:
     from ..op.op import Op
@@ -33,11 +34,11 @@ def op_rows(op: Op) -> list[tuple[str, str]]:
     outputs = f"{spec.n_outputs} by {rules.describe_rule(spec.out_shape)}"
     rows = [("function", op.name), ("target", spec.target), ("attributes", attrs), ("outputs", outputs),
             ("build", build)]
-    manifest = op.artifact.manifest if op.artifact else {}
-    if "arch_reason" in manifest:
-        rows.append(("arch", manifest["arch_reason"]))
+    record = op.artifact.manifest if op.artifact else None
+    if record is not None and record.arch_reason is not None:
+        rows.append(("arch", record.arch_reason))
     rows += [("kernel", resource_text(r)) for r in op.resources]
-    rows += [("note", note) for note in manifest.get("notes", [])]
+    rows += [("note", note) for note in (record.notes if record else ())]
     return rows
 
 

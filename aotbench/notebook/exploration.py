@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentTypeError, ShapeError
 
 MAX_DIM_CONTROL = 1 << 16
 
@@ -109,7 +109,7 @@ def random_inputs(examples: Sequence[np.ndarray], shapes: Sequence[tuple], rng: 
             info = np.iinfo(dtype)
             arr = rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
         else:
-            raise ArgumentError(f"cannot draw random inputs of dtype {dtype}")
+            raise ArgumentTypeError(f"cannot draw random inputs of dtype {dtype}")
         out.append(arr)
     return tuple(out)
 

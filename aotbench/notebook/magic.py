@@ -114,7 +114,7 @@ class AotMagics(Magics):
             err.sources[cells.CELL_LABEL] = cell
             previous = self.shell.user_ns.get(name)
             if isinstance(previous, Op):
-                previous._reload_failed(err)  # open panels say so; the op keeps its previous build
+                previous.reload_failed(err)  # open panels say so; the op keeps its previous build
             if _in_notebook(self.shell):
                 from .display import compile_error_html
 
@@ -126,7 +126,7 @@ class AotMagics(Magics):
             self._explain(op, previous)
         # Same kind of op (isolated or not) and target: re-running the cell rebuilds into the same object.
         if isinstance(previous, Op) and type(previous) is type(op) and previous.spec.target == op.spec.target:
-            previous._adopt(op)
+            previous.reload_from(op)
             op = previous
         op.check_next_call = args.check
         op.export_after_next_call(unquote(args.export) if args.export else None)  # re-running without it cancels
@@ -179,8 +179,8 @@ class AotMagics(Magics):
     @staticmethod
     def _explain(op: Op, previous: object) -> None:
         print("command:", shlex.join(op.command or []))
-        if op.artifact is not None and "arch_reason" in op.artifact.manifest:
-            print("architectures:", op.artifact.manifest["arch_reason"])
+        if op.artifact is not None and op.artifact.manifest.arch_reason is not None:
+            print("architectures:", op.artifact.manifest.arch_reason)
         if op.artifact is None or op.artifact.cache_hit:
             print("cache hit: the compiler did not run")
         elif isinstance(previous, Op) and previous.artifact is not None:

@@ -1,12 +1,15 @@
 """How IPython shows an aotbench error: the user's own frames and the message, without aotbench's frames.
 
-IPython renders an exception that has ``_render_traceback_`` with the lines it returns (``AotbenchError``
-defines it, calling :func:`user_traceback`). A learner's cell that calls ``op(x)`` then sees that line and the
-error's sentences, not half a dozen frames of aotbench's plan, guard and host code. Left out: frames in this
-package, in IPython or ipykernel (the machinery that ran the cell), and frames that set ``__tracebackhide__``
-(IPython's convention). A cause that is not aotbench's (the user's ``out_shape`` function raising, say) is shown
-first, as Python does. A ``%%aot_kernel`` cell's frame is shown as its magic line, not as the
-``get_ipython().run_cell_magic(...)`` call IPython runs, which holds the whole cell on one line.
+IPython renders an exception that has ``_render_traceback_`` with the lines it returns; the error classes are
+data (:mod:`aotbench.errors`), and :func:`install` gives them that method when the notebook layer is loaded (as
+``import aotbench`` does): :func:`user_traceback` for every aotbench error, the diagnostics with their source
+lines for a ``CompileError``, one message for an interrupted isolated call. A learner's cell that calls
+``op(x)`` then sees that line and the error's sentences, not half a dozen frames of aotbench's plan, guard and
+host code. Left out: frames in this package, in IPython or ipykernel (the machinery that ran the cell), and
+frames that set ``__tracebackhide__`` (IPython's convention). A cause that is not aotbench's (the user's
+``out_shape`` function raising, say) is shown first, as Python does. A ``%%aot_kernel`` cell's frame is shown as
+its magic line, not as the ``get_ipython().run_cell_magic(...)`` call IPython runs, which holds the whole cell
+on one line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import os
 import sys
 import traceback
 from types import TracebackType
+
+from ..errors import AotbenchError, CompileError, IsolatedCallInterrupted
+from .display import compile_error_text
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # all of aotbench
 _HEADER = "Traceback (most recent call last; aotbench's own frames are left out):"
@@ -80,8 +86,6 @@ def _message(exc: BaseException) -> list[str]:
 
 def user_traceback(exc: BaseException) -> list[str]:
     """The lines IPython shows for ``exc``: its cause (when not aotbench's own), the user's frames, the message."""
-    from ..errors import AotbenchError
-
     lines: list[str] = []
     cause = exc.__cause__
     if cause is not None and not isinstance(cause, AotbenchError):
@@ -93,3 +97,28 @@ def user_traceback(exc: BaseException) -> list[str]:
     if frames:
         lines += [_HEADER, *frames]
     return lines + _message(exc)
+
+
+def _compile_error_lines(err: CompileError) -> list[str]:
+    """A ``CompileError``: each diagnostic with its source line, not a Python traceback (one line when the
+    magic has already shown it as HTML)."""
+    if err.html_shown:
+        return [f"CompileError: {len(err.errors)} error(s), shown above (the compiler output is in .log)"]
+    return compile_error_text(err).splitlines()
+
+
+def _interrupted_lines(exc: IsolatedCallInterrupted) -> list[str]:
+    """An interrupted isolated call: the user's frames and one message, no aotbench or multiprocessing frame."""
+    lines = user_traceback(exc)
+    return [*lines[:-1], f"KeyboardInterrupt ({type(exc).__name__}): {exc}"]
+
+
+#: The ``_render_traceback_`` each class gets (a subclass inherits its nearest base's).
+RENDERERS = {AotbenchError: user_traceback, CompileError: _compile_error_lines,
+             IsolatedCallInterrupted: _interrupted_lines}
+
+
+def install() -> None:
+    """Give the error classes the ``_render_traceback_`` method IPython looks for (idempotent)."""
+    for cls, render in RENDERERS.items():
+        cls._render_traceback_ = render

@@ -33,7 +33,7 @@ from .. import plots
 from ..native.attrs import AttrKind, TypedAttr
 from ..run import guard
 from ..tools.timing import bench, format_ns
-from ..errors import AotbenchError, ArgumentError
+from ..errors import AotbenchError, ArgumentTypeError, ArgumentValueError
 from ..tools import accuracy
 from . import exploration
 from .debounce import Debouncer
@@ -73,7 +73,7 @@ def control_for_attr(attr: TypedAttr, rank: int) -> W.Widget:
         control = W.Text(value=repr(list(value)), description=name, continuous_update=False, style=style,
                          placeholder="a Python list, e.g. [1, 2]")
     else:
-        raise ArgumentError(f"attribute {name!r} of kind {kind.name} has no control")
+        raise ArgumentTypeError(f"attribute {name!r} of kind {kind.name} has no control")
     control.add_class(f"aotb-attr-{name}")
     control.add_class("aotb-control")
     return control
@@ -94,10 +94,10 @@ def read_attr(attr: TypedAttr, control: W.Widget) -> Any:
         try:
             value = ast.literal_eval(control.value.strip() or "[]")
         except (ValueError, SyntaxError) as exc:
-            raise ArgumentError(f"attribute {attr.name!r}: {control.value!r} is not a Python list literal such "
-                                "as [1, 2] or [[1.0, 2.0]]") from exc
+            raise ArgumentValueError(f"attribute {attr.name!r}: {control.value!r} is not a Python list literal such "
+                                     "as [1, 2] or [[1.0, 2.0]]") from exc
         if not isinstance(value, (list, tuple)):
-            raise ArgumentError(f"attribute {attr.name!r} is a list; write it as [..]")
+            raise ArgumentValueError(f"attribute {attr.name!r} is a list; write it as [..]")
         return value
     return control.value
 
@@ -122,11 +122,11 @@ class ExplorePanel(W.VBox):
     def __init__(self, op, examples: tuple, reference: Callable | None, dynamic, debounce_ms: float,
                  budget_ms: float, rtol: float | None, atol: float | None, seed: int | None):
         if op.spec.call_attrs:
-            raise ArgumentError(f"{op.name} has call attributes ({', '.join(op.spec.call_attrs)}); explore needs "
-                                "every attribute to have a value: register them with value=")
+            raise ArgumentValueError(f"{op.name} has call attributes ({', '.join(op.spec.call_attrs)}); explore needs "
+                                     "every attribute to have a value: register them with value=")
         if not examples:
-            raise ArgumentError("explore needs example inputs, one array per input (their ranks and dtypes shape "
-                                "the controls): op.explore(x, y, ...)")
+            raise ArgumentTypeError("explore needs example inputs, one array per input (their ranks and dtypes shape "
+                                    "the controls): op.explore(x, y, ...)")
         self.op = op
         self.examples = tuple(accuracy.to_host(e) for e in examples)  # host copies (a gpu op gets device ones)
         self.reference = reference
@@ -183,8 +183,8 @@ class ExplorePanel(W.VBox):
         """Set attribute and dim controls by name (``panel.set(axis=0, m=300)``) and run once, now."""
         unknown = sorted(set(values) - set(self.controls) - set(self.dims))
         if unknown:
-            raise ArgumentError(f"no control named {', '.join(unknown)}; the controls are "
-                                f"{', '.join([*self.controls, *self.dims])}")
+            raise ArgumentTypeError(f"no control named {', '.join(unknown)}; the controls are "
+                                    f"{', '.join([*self.controls, *self.dims])}")
         self._quiet = True
         try:
             for name, value in values.items():

@@ -17,7 +17,7 @@ from ..build.native_runtime import get_runtime
 from ..spec.registration import OpInfo
 from ..spec.rules import count_outputs, declares_tuple
 from ..spec.spec import OpSpec, parse_flags
-from ..errors import ArgumentError, LoadError
+from ..errors import ArgumentTypeError, ArgumentValueError, LoadError
 from .op import Op
 from ..run.sanitize import check_kind as check_sanitizer
 
@@ -57,41 +57,42 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
               guard: bool = True) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
-        raise ArgumentError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
+        raise ArgumentValueError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
     if not isinstance(func, str) or ":" not in func:
-        raise ArgumentError(f"func must be 'path:function_name' (e.g. './kernel.cc:CustomKernel'), got {func!r}")
+        raise (ArgumentValueError if isinstance(func, str) else ArgumentTypeError)(
+            f"func must be 'path:function_name' (e.g. './kernel.cc:CustomKernel'), got {func!r}")
     if reg_info is not None and not isinstance(reg_info, OpInfo):
-        raise ArgumentError("reg_info must come from aotbench.CustomRegOp(...)...get_op_info()")
+        raise ArgumentTypeError("reg_info must come from aotbench.CustomRegOp(...)...get_op_info()")
     target = _resolve_target(target, reg_info, func.partition(":")[0])
     if attrs is not None and not isinstance(attrs, Mapping):
         example = ", ".join(f"{k!r}: {v!r}" for k, v in attrs[:2]) if _is_pairs(attrs) else "'k': 1"
-        raise ArgumentError(f"attrs must be a dict of attribute name -> value, got {type(attrs).__name__} "
-                            f"{attrs!r}: write attrs={{{example}}}")
+        raise ArgumentTypeError(f"attrs must be a dict of attribute name -> value, got {type(attrs).__name__} "
+                                f"{attrs!r}: write attrs={{{example}}}")
     if cache_dir is not None and (not isinstance(cache_dir, (str, os.PathLike)) or str(cache_dir) == ""):
-        raise ArgumentError(f"cache_dir must be a directory path (a str or pathlib.Path) or None, got "
-                            f"{type(cache_dir).__name__} {cache_dir!r}")
+        raise ArgumentTypeError(f"cache_dir must be a directory path (a str or pathlib.Path) or None, got "
+                                f"{type(cache_dir).__name__} {cache_dir!r}")
     merged = {a.name: a for a in (reg_info.attrs if reg_info else ())}
     call_attrs = reg_info.call_attrs if reg_info else ()
     for name, value in (attrs or {}).items():
         if name in call_attrs:
-            raise ArgumentError(f"attribute {name!r} is registered without value=, so it is a call argument")
+            raise ArgumentValueError(f"attribute {name!r} is registered without value=, so it is a call argument")
         merged[name] = typed(name, value)
     if target == "gpu" and (isolate or sanitize is not None):
-        raise ArgumentError(
+        raise ArgumentValueError(
             "isolate= and sanitize= run cpu kernels in a worker process; a gpu op runs in this process, on the "
             "device. To find a gpu kernel's memory errors or races safely, use op.compute_sanitizer(*inputs, "
             "tool='memcheck' or 'racecheck'): one call in a subprocess under NVIDIA's compute-sanitizer.")
     if check_sanitizer(sanitize) is not None:
         isolate = True  # a sanitized library can only run in a worker started with its runtime preloaded
     if not isinstance(isolate, bool):
-        raise ArgumentError(f"isolate must be True or False, got {isolate!r}")
+        raise ArgumentTypeError(f"isolate must be True or False, got {isolate!r}")
     if not isinstance(guard, bool):
-        raise ArgumentError(f"guard must be True or False, got {guard!r}")
+        raise ArgumentTypeError(f"guard must be True or False, got {guard!r}")
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-            raise ArgumentError(f"timeout_s must be a positive number of seconds (or None), got {timeout_s!r}")
+            raise ArgumentValueError(f"timeout_s must be a positive number of seconds (or None), got {timeout_s!r}")
         if not isolate:
-            raise ArgumentError("timeout_s needs isolate=True: only a call in a worker process can be stopped")
+            raise ArgumentValueError("timeout_s needs isolate=True: only a call in a worker process can be stopped")
         timeout_s = float(timeout_s)
     return OpSpec(
         func=func, out_shape=out_shape, out_dtype=out_dtype, reg_info=reg_info, attrs=tuple(merged.values()),
@@ -174,8 +175,8 @@ def _resolve_target(target: str | None, reg_info: OpInfo | None, path: str) -> s
         target = reg_info.target if reg_info and reg_info.target else ("gpu" if is_cuda else "cpu")
     target = str(target).lower()
     if target not in TARGETS:
-        raise ArgumentError(f"target={target!r}: use 'cpu' or 'gpu'")
+        raise ArgumentValueError(f"target={target!r}: use 'cpu' or 'gpu'")
     if is_cuda and target != "gpu":
-        raise ArgumentError(f"{Path(path).name} is CUDA source: it needs target='gpu' (it is built with nvcc)")
+        raise ArgumentValueError(f"{Path(path).name} is CUDA source: it needs target='gpu' (it is built with nvcc)")
     return target
 

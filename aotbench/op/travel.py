@@ -6,7 +6,8 @@ against the hashes its build recorded. Unpickling gives a :class:`TravellingOp` 
 compiler, no write. Its first use builds the op in the receiving process, into that process's cache: from the
 original paths when they still hold the very same files (on the same machine: a cache hit), else from the files
 the parcel carries, written into ``<cache>/travel/<digest>/``. Callables in the recipe that plain pickle cannot
-carry (a lambda ``out_shape``) travel as cloudpickle bytes; without cloudpickle the error names them.
+carry (a lambda ``out_shape``) travel as cloudpickle bytes (:func:`~aotbench.spec.pickling.portable_spec`); without
+cloudpickle the error names them. A file changed since the build refuses to travel (``SourceChangedError``).
 A prebuilt library travels as its path (there is no source to carry), and loads on first use too.
 """
 
@@ -21,16 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from ..build import cache, toolchain
+from ..build.manifest import Manifest
 from ..spec.spec import OpSpec
-from ..errors import AotbenchError
-from ..spec.pickling import CloudCallable, portable
+from ..errors import SourceChangedError, TravelError
+from ..spec.pickling import portable_spec, restored_spec
+
+_RECIPE = "this op's recipe (its out_shape or out_dtype rule)"
+_REBUILD = "Build the op again (re-run the cell) first."
 
 
 @dataclass(frozen=True)
 class Parcel:
     """An op's recipe and the files its build read that the receiver may not have."""
 
-    spec: Any  # the OpSpec, or its cloudpickle bytes when plain pickle cannot carry it
+    spec: OpSpec  # rules plain pickle cannot carry are cloudpickled (portable_spec); bytes from an earlier aotbench
     source: str  # the source's path where the op was made
     source_bytes: bytes
     headers: tuple[tuple[str, bytes], ...]  # (path where the op was made, bytes)
@@ -41,69 +46,51 @@ def reduce_op(op: Any) -> tuple:
     """``Op.__reduce__``: a parcel for an op built from source, the recipe alone (its library's path) for a
     prebuilt library; either unpickles into a :class:`TravellingOp`."""
     if op.artifact is None or op.source_path is None:
-        return TravellingOp, (Parcel(_portable_spec(op.spec), "", b"", ()),)
+        return TravellingOp, (Parcel(portable_spec(op.spec, _RECIPE), "", b"", ()),)
     return TravellingOp, (pack(op),)
 
 
 def pack(op: Any) -> Parcel:
-    """The parcel an op built from source pickles as (raises AotbenchError when its files cannot be vouched for).
+    """The parcel an op built from source pickles as (raises TravelError when its files cannot be vouched for).
 
     The headers carried are those the build found in the source's folder or in a folder its include flags name
     (the user's own); anything else (system headers, a header named by an absolute path) must exist where the op
     is built again. Relative paths in the recipe are made absolute here, where they mean something."""
     artifact, source = op.artifact, Path(op.source_path).absolute()
-    manifest = artifact.manifest
-    recorded = manifest.get("source_sha256")
-    if not recorded:
-        raise AotbenchError(f"{op.name} cannot travel: its build record ({artifact.manifest_path}) is gone (the "
+    record = artifact.manifest  # held since the build; a pruned cache's op still refuses, as it always did
+    if record is None or not record.source_sha256 or not artifact.manifest_path.is_file():
+        raise TravelError(f"{op.name} cannot travel: its build record ({artifact.manifest_path}) is gone (the "
                             "cache was pruned), so its files cannot be vouched for. Build the op again, then "
                             "pickle it.")
     flags = _absolute_includes(tuple(op.spec.flags))
     if any(f.startswith(("-include", "--include", "-imacros", "--imacros")) for f in flags):
-        raise AotbenchError(f"{op.name} cannot travel: its flags pre-include a file (-include/-imacros), which "
+        raise TravelError(f"{op.name} cannot travel: its flags pre-include a file (-include/-imacros), which "
                             "would not be carried. #include it from the source instead.")
     dirs = tuple(d for d in toolchain.user_include_dirs(source, flags) if d != str(toolchain.include_dir()))
-    source_bytes = _source_bytes(source, artifact.source, recorded, op.name)
-    deps = [d for d in manifest.get("dependencies", []) if isinstance(d, dict) and isinstance(d.get("path"), str)]
-    own = set(toolchain.own_headers(source, flags, [d["path"] for d in deps], artifact.path.parent))
+    source_bytes = _source_bytes(op, record, source)
     headers = []
-    for dep in deps:
-        path = dep["path"]
-        if path not in own:
-            continue  # a system header, aotbench's, or its cache's (a precompiled header)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise AotbenchError(f"{op.name} cannot travel: its header {path} cannot be read "
-                                f"({exc.strerror or exc}). Restore it, or build the op again.") from exc
-        if hashlib.sha256(data).hexdigest() != dep.get("sha256"):
-            raise AotbenchError(f"{op.name} cannot travel: its header {path} changed since the op was built. "
-                                "Build the op again (re-run the cell) first.")
+    for path in record.own_headers(artifact.path.parent):  # the headers Artifact.changed_files checks
+        data = record.built_bytes(path)  # read once: what is checked is what is carried
+        if data is None:
+            raise SourceChangedError(f"{op.name} cannot travel: its header {path} changed since the op was built "
+                                     f"(or cannot be read now). {_REBUILD}", name=op.name, path=path)
         headers.append((path, data))
     name = op.spec.func.rpartition(":")[2]
     spec = replace(op.spec, func=f"{source}:{name}", flags=flags)
-    return Parcel(_portable_spec(spec), str(source), source_bytes, tuple(headers), dirs)
+    return Parcel(portable_spec(spec, _RECIPE), str(source), source_bytes, tuple(headers), dirs)
 
 
-def _source_bytes(source: Path, text: str, recorded: str, name: str) -> bytes:
-    """The exact bytes the op was built from: the file if it is unchanged, else the text the op keeps."""
-    candidates = []
-    try:
-        candidates.append(source.read_bytes())
-    except OSError:
-        pass
-    candidates.append(text.encode("utf-8"))
-    for data in candidates:
-        if hashlib.sha256(data).hexdigest() == recorded:
-            return data
-    raise AotbenchError(f"{name} cannot travel: its source {source} changed since the op was built (or is gone, "
-                        "and was not UTF-8). Build the op again (re-run the cell) first.")
-
-
-def _portable_spec(spec: OpSpec) -> Any:
-    """The spec itself when plain pickle carries it, else its cloudpickle bytes (a lambda shape rule)."""
-    carried = portable(spec, "this op's recipe (its out_shape or out_dtype rule)")
-    return carried.payload if isinstance(carried, CloudCallable) else carried
+def _source_bytes(op: Any, record: Manifest, source: Path) -> bytes:
+    """The exact bytes the op was built from: the file if it is unchanged, else the text the op keeps (the file
+    may be gone: a cell's, or one deleted since)."""
+    data = record.built_bytes(record.source)
+    if data is not None:
+        return data
+    kept = op.artifact.source.encode("utf-8")
+    if hashlib.sha256(kept).hexdigest() == record.source_sha256:
+        return kept
+    raise SourceChangedError(f"{op.name} cannot travel: its source {source} changed since the op was built (or is "
+                             f"gone, and was not UTF-8). {_REBUILD}", name=op.name, path=str(source))
 
 
 class TravellingOp:
@@ -139,15 +126,14 @@ class TravellingOp:
         return f"<aotbench.TravellingOp {spec.func.rpartition(':')[2]} [{spec.target}], {state}>"
 
     def _spec(self) -> OpSpec:
-        spec = self._parcel.spec
-        return pickle.loads(spec) if isinstance(spec, bytes) else spec
+        return _recipe(self._parcel)
 
 
 def _build(parcel: Parcel):
     """The op, built in this process: from the original files when they are still the same, else unpacked."""
     from .custom import _from_spec  # the constructor, the layer above this one's imports
 
-    spec = pickle.loads(parcel.spec) if isinstance(parcel.spec, bytes) else parcel.spec
+    spec = restored_spec(_recipe(parcel))
     if not parcel.source or _still_there(parcel):  # a prebuilt library, or the very same files: as it was made
         return _from_spec(spec)
     root = cache.prepare(cache.default_cache_dir())
@@ -155,6 +141,11 @@ def _build(parcel: Parcel):
     name = spec.func.rpartition(":")[2]
     source = folder / "src" / Path(parcel.source).name
     return _from_spec(replace(spec, func=f"{source}:{name}", flags=_remap(spec.flags, mapping), cache_dir=None))
+
+
+def _recipe(parcel: Parcel) -> OpSpec:
+    """The parcel's recipe; a parcel pickled by an earlier aotbench may hold it as cloudpickle bytes."""
+    return pickle.loads(parcel.spec) if isinstance(parcel.spec, bytes) else parcel.spec
 
 
 def _still_there(parcel: Parcel) -> bool:

@@ -318,7 +318,7 @@ class _Channel:
                 raise rebuild_exception(*payload) from None
         return worker
 
-    def call(self, function: str, arrays: tuple, extras: tuple, override: Any, timeout_s: float | None):
+    def call(self, function: str, arrays: tuple, extras: tuple, timeout_s: float | None):
         with self.lock:
             worker = self._ensure_worker(function)
             metas, at = [], 0
@@ -335,7 +335,7 @@ class _Channel:
                         np.copyto(np.ndarray(shape, dtype, buffer=buf, offset=off), a, casting="no")
                     del buf
                     copied = arena
-                request = pickle.dumps((arena.name, arena.size, metas, extras, override, out_start), protocol=5)
+                request = pickle.dumps((arena.name, arena.size, metas, extras, out_start), protocol=5)
                 try:
                     kind, payload = self._roundtrip(worker, request, function, timeout_s)
                 finally:  # mapped by the worker, or useless to the next one: the name can go either way

@@ -44,15 +44,16 @@ class Device:
         """GB/s of a large copy in this device's memory: the roofline of a memory-bound kernel."""
         raise NotImplementedError
 
-    def guard_mirror(self, op: Any):
-        """What a guarded call (check mode, the first call) runs through: None on the host."""
+    def guard_mirror(self, kernel: Any):
+        """What a guarded call of ``kernel`` (:class:`aotbench.run.kernel.Kernel`) runs through (check mode): None
+        on the host."""
 
     def prepare(self, op: Any, args: tuple) -> tuple:
         """``args`` as this device's calls take them (host arrays stay as they are on the cpu)."""
         return tuple(args)
 
-    def call(self, op: Any, args: tuple) -> Any:
-        """One call of ``op`` through this device's run path (only where ``runs_elsewhere``)."""
+    def runner(self) -> Any:
+        """A new runner (:class:`aotbench.run.runner.Runner`) for an op of this device's target."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -72,6 +73,11 @@ class Cpu(Device):
         from ..tools.timing import bench_host
 
         return bench_host(fn, args, **options)
+
+    def runner(self) -> Any:
+        from .runner import InProcess
+
+        return InProcess()
 
     def copy_bandwidth_gbps(self) -> float:
         from ..tools.bandwidth import memory_bandwidth_gbps
@@ -109,20 +115,20 @@ class Gpu(Device):
     def copy_bandwidth_gbps(self) -> float:
         return _device_copy_gbps()
 
-    def guard_mirror(self, op: Any):
+    def runner(self) -> Any:
+        from .gpu import OnDevice  # cupy and the device code load only for a gpu op
+
+        return OnDevice()
+
+    def guard_mirror(self, kernel: Any):
         from .gpu import GuardMirror
 
-        return GuardMirror(op)
+        return GuardMirror(kernel)
 
     def prepare(self, op: Any, args: tuple) -> tuple:
         from .gpu import to_device_like
 
         return to_device_like(op, tuple(args))
-
-    def call(self, op: Any, args: tuple) -> Any:
-        from .gpu import call
-
-        return call(op, args)
 
 
 @functools.cache

@@ -22,10 +22,15 @@ import numpy as np
 
 from ..native.dtypes import dtype_string
 from ..build.nvcc import short_kernel_name
+from .._userframe import user_stacklevel
+from ..errors import ArgumentTypeError, ArgumentValueError, CudaError, HostCopyWarning
 from . import guard
-from .plan import WORKSPACE_ALIGNMENT, Plan, make_plan, signature_key
-from ..errors import ArgumentError, CudaError, HostCopyWarning, user_stacklevel
+from .calls import call_pointers, raise_for
+from .devices import GPU, Device
 from .gpu_availability import require_gpu
+from .kernel import Kernel, contiguous
+from .plan import WORKSPACE_ALIGNMENT, Plan, signature_key
+from .runner import Runner
 
 if TYPE_CHECKING:
     from ..op.op import Op
@@ -74,27 +79,28 @@ HINTS = {
 }
 
 
-def kernel_names(op: Op) -> tuple[str, ...]:
+def kernel_names(kernel: Kernel) -> tuple[str, ...]:
     """The ``__global__`` kernels ptxas reported for this library, by name (without their parameter lists)."""
     names: list[str] = []
-    for entry in op.resources:
+    usage = list(kernel.artifact.manifest.resource_usage) if kernel.artifact else []
+    for entry in usage:
         name = short_kernel_name(str(entry.get("kernel", "")))
         if name and name not in names:
             names.append(name)
     return tuple(names)
 
 
-def cuda_error(op: Op, name: str, description: str, when: str) -> CudaError:
-    return CudaError(op.name, name, description, when, kernel_names(op), name in STICKY, HINTS.get(name, ""))
+def cuda_error(kernel: Kernel, name: str, description: str, when: str) -> CudaError:
+    return CudaError(kernel.name, name, description, when, kernel_names(kernel), name in STICKY, HINTS.get(name, ""))
 
 
-def launch_error(op: Op) -> CudaError | None:
+def launch_error(kernel: Kernel) -> CudaError | None:
     """The error the kernel's launches left in the library's own CUDA runtime (cleared by reading), if any.
 
     None for a library without the probe (prebuilt by something other than aotbench): its launch errors are
     not visible from outside, and a fault while it ran still is, at the synchronization.
     """
-    address = op.library.cuda_probe
+    address = kernel.library.cuda_probe
     if not address:
         return None
     probe = _probes.get(address)
@@ -105,22 +111,22 @@ def launch_error(op: Op) -> CudaError | None:
         return None
     error = (name.value or b"cudaError").decode()
     when = "while it ran (seen right after the launch)" if error in STICKY else "at launch"
-    return cuda_error(op, error, (text.value or b"").decode(), when)
+    return cuda_error(kernel, error, (text.value or b"").decode(), when)
 
 
-def synchronize(op: Op, cp: Any) -> None:
+def synchronize(kernel: Kernel, cp: Any) -> None:
     """Wait for the whole device, not only the current stream: a kernel that ignores its ``stream`` argument and
     launches on the default stream is waited for too, so a call never returns before its work is done. A CUDA
-    error raised there becomes this op's :class:`CudaError`."""
+    error raised there becomes this kernel's :class:`CudaError`."""
     try:
         cp.cuda.runtime.deviceSynchronize()
     except cp.cuda.runtime.CUDARuntimeError as exc:
         name, _, description = str(exc).partition(": ")
-        raise cuda_error(op, name, description, "while it ran (seen when the device was synchronized)") from None
+        raise cuda_error(kernel, name, description, "while it ran (seen when the device was synchronized)") from None
 
 
 def device_workspace(cp: Any):
-    """An allocator of device workspaces for :func:`~aotbench.plan.make_plan`: (owner, aligned address)."""
+    """An allocator of device workspaces for :func:`~aotbench.run.plan.make_plan`: (owner, aligned address)."""
 
     def allocate(nbytes: int) -> tuple[object, int]:
         raw = cp.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=cp.uint8)
@@ -132,12 +138,13 @@ def device_workspace(cp: Any):
 class GuardMirror(guard.Mirror):
     """The device side of a guarded call: inputs on the GPU, the guarded host buffers mirrored there."""
 
-    def __init__(self, op: Op):
-        self._op = op
-        self._cp = require_gpu(op.name)
+    def __init__(self, kernel: Kernel, runner: OnDevice | None = None):
+        self._kernel = kernel
+        self._runner = runner or OnDevice()
+        self._cp = require_gpu(kernel.name)
 
     def inputs(self, args) -> tuple[tuple, tuple]:
-        return device_inputs(self._op, self._cp, args)
+        return self._runner.inputs(self._kernel, self._cp, args)
 
     def upload(self, array: np.ndarray):
         return self._cp.asarray(array)
@@ -146,58 +153,16 @@ class GuardMirror(guard.Mirror):
         """Copy every guarded buffer to the device, run the kernel there, copy them back into ``raws``."""
         mirrors = [self._cp.asarray(raw) for raw in raws]
         pointers = [a.data.ptr for a in arrays] + [m.data.ptr + guard.GUARD_BEFORE for m in mirrors]
-        enqueue(self._op, plan, pointers, self._cp.cuda.get_current_stream().ptr)
-        synchronize(self._op, self._cp)
+        enqueue(self._kernel, plan, pointers, self._cp.cuda.get_current_stream().ptr)
+        synchronize(self._kernel, self._cp)
         for raw, mirror in zip(raws, mirrors):
             raw[:] = mirror.get()
 
 
-def device_inputs(op: Op, cp: Any, args: tuple, device: int | None = None) -> tuple[tuple, tuple]:
-    """(C-contiguous cupy arrays on the current device, call-attribute values) from a call's arguments.
-    ``device``: the current device's id, when the caller already has it."""
-    arrays, extras = op._arrays_and_extras(args)
-    device = cp.cuda.runtime.getDevice() if device is None else device
-    converted, copied = [], []
-    for i, a in enumerate(arrays):
-        if type(a) is cp.ndarray or hasattr(a, "__cuda_array_interface__"):
-            # a cupy array as it is (the common case, checked first); another library's device array as a view
-            arr = a if type(a) is cp.ndarray else cp.asarray(a)
-            if arr.data.device_id != device:
-                on = arr.data.device_id
-                raise ArgumentError(f"input {i} is on GPU {on} but the current device is GPU {device}: call the "
-                                    f"op inside `with cupy.cuda.Device({on}):`")
-        else:
-            host = op._contiguous(a, i)
-            dtype_string(host.dtype)  # refuses object, string, datetime ... arrays
-            try:
-                arr = cp.asarray(host)
-            except (TypeError, ValueError) as exc:
-                raise ArgumentError(f"input {i} ({host.dtype}) cannot be copied to the GPU: cupy has no such "
-                                    f"arrays ({exc})") from exc
-            copied.append(i)
-        dtype_string(arr.dtype)
-        converted.append(arr if arr.flags.c_contiguous else cp.ascontiguousarray(arr))
-    if copied and not getattr(op, "_host_copy_noted", False):
-        op._host_copy_noted = True
-        warnings.warn(HostCopyWarning(
-            f"{op.name} is a gpu op: input(s) {', '.join(map(str, copied))} were numpy arrays and were copied to the "
-            "GPU, as they will be on every call. Pass cupy arrays (cupy.asarray(x)) to keep the data on the "
-            "device and time only the kernel. (Said once per op.)"), stacklevel=user_stacklevel())
-    return tuple(converted), extras
-
-
-def _plan_key(op: Op, device: int, arrays: tuple, extras: tuple) -> tuple[tuple, list]:
-    """The plan cache key of a device call (device id, shapes, dtypes, call-attribute values), and the typed
-    call attributes."""
-    call_attrs = op._typed_call_attrs(extras) if extras else []
-    return ("gpu", device, *signature_key(arrays, call_attrs)), call_attrs
-
-
-def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
+def _new_plan(kernel: Kernel, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
     device = cp.cuda.Device()
-    plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs,
-                     allocate_workspace=device_workspace(cp),
-                     memory_limit=(int(device.mem_info[1]), f"GPU {device.id}'s memory"))
+    plan = kernel.plan(arrays, call_attrs, allocate_workspace=device_workspace(cp),
+                       memory_limit=(int(device.mem_info[1]), f"GPU {device.id}'s memory"))
     # A device call never takes the host's fast path (which holds the record's set while F runs): every call
     # checks a set out until its stream is done, so the plan's own set is the first one in the pool.
     if plan.own_workspaces is not None:
@@ -205,64 +170,106 @@ def _new_plan(op: Op, cp: Any, arrays: tuple, call_attrs: list) -> Plan:
     return plan
 
 
-def device_plan(op: Op, cp: Any, device: int, arrays: tuple, extras: tuple) -> Plan:
-    """The op's plan for these device arrays on GPU ``device``, the current one (made once, then reused)."""
-    key, call_attrs = _plan_key(op, device, arrays, extras)
-    plan = op._plans.get(key)
-    if plan is None:
-        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
-        plan = _new_plan(op, cp, arrays, call_attrs)
-        op._remember_plan(key, plan, generation)
-    return plan
-
-
-def device_outputs(op: Op, cp: Any, plan: Plan) -> tuple:
+def device_outputs(kernel: Kernel, cp: Any, plan: Plan) -> tuple:
     try:
         if plan.fill is not None:  # the guarded first call found unwritten outputs: never show old memory
             return tuple(cp.full(shape, value, dtype) for (shape, dtype), value in zip(plan.outputs, plan.fill))
         return tuple(cp.empty(shape, dtype) for shape, dtype in plan.outputs)
     except (TypeError, ValueError) as exc:
-        raise ArgumentError(f"{op.name}'s outputs {[str(d) for _, d in plan.outputs]} cannot be cupy arrays "
+        raise ArgumentTypeError(f"{kernel.name}'s outputs {[str(d) for _, d in plan.outputs]} cannot be cupy arrays "
                             f"({exc}); use a dtype cupy supports") from exc
 
 
-def enqueue(op: Op, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
+def enqueue(kernel: Kernel, plan: Plan, pointers: list[int], stream_ptr: int) -> None:
     """Run the kernel's main function with these device pointers (inputs, outputs, then workspaces: a set the
     caller holds until the stream is done with it) on the stream ``stream_ptr``; raise its error code or the
     launch error it left."""
-    code = op._call_pointers(plan, pointers, stream_ptr or None)
-    error = launch_error(op)  # same thread, right after the launch: the runtime's last error is per thread
+    code = call_pointers(plan, pointers, stream_ptr or None)
+    error = launch_error(kernel)  # same thread, right after the launch: the runtime's last error is per thread
     if error is not None:
         raise error
-    if code:
-        op._host.raise_for(code, op.name, 0, plan.attrs, op.library.path)
+    raise_for(plan, code)
 
 
-def call(op: Op, args: tuple) -> Any:
-    """``op(*args)`` for a gpu op: run on the current stream, synchronize, return cupy output(s).
+class OnDevice(Runner):
+    """A gpu op's calls: cupy arrays in and out, the current cupy stream, CUDA errors as :class:`CudaError`.
 
-    The first call of a new signature runs guarded (:func:`aotbench.guard.first_call`, on device mirrors of
-    fenced, poisoned buffers) unless the op has ``guard=False``; the plan is kept once it passed.
+    The first call of a new signature runs guarded (:func:`aotbench.run.guard.first_call`, on device mirrors of
+    fenced, poisoned buffers) unless the op has ``guard=False``; the plan is kept (per device) once it passed.
     """
-    cp = require_gpu(op.name)
-    device = cp.cuda.runtime.getDevice()
-    arrays, extras = device_inputs(op, cp, args, device)
-    key, call_attrs = _plan_key(op, device, arrays, extras)
-    plan = op._plans.get(key)
-    if plan is None:
-        generation = op._generation  # before the library is read: a reload meanwhile drops this plan
-        plan = _new_plan(op, cp, arrays, call_attrs)
-        if op.spec.guard:
-            outs = guard.first_call(op, plan, arrays, GuardMirror(op))
-            op._remember_plan(key, plan, generation)
-            return outs
-        op._remember_plan(key, plan, generation)
-    outs = device_outputs(op, cp, plan)
+
+    name = "cuda-device"
+
+    def __init__(self) -> None:
+        #: Whether the op already warned that numpy inputs were copied to the device (said once per op).
+        self.host_copy_noted = False
+
+    @property
+    def device(self) -> Device:
+        return GPU
+
+    def inputs(self, kernel: Kernel, cp: Any, args: tuple, device: int | None = None) -> tuple[tuple, tuple]:
+        """(C-contiguous cupy arrays on the current device, call-attribute values) from a call's arguments.
+        ``device``: the current device's id, when the caller already has it."""
+        arrays, extras = kernel.split(args)
+        device = cp.cuda.runtime.getDevice() if device is None else device
+        converted, copied = [], []
+        for i, a in enumerate(arrays):
+            if type(a) is cp.ndarray or hasattr(a, "__cuda_array_interface__"):
+                # a cupy array as it is (the common case, checked first); another library's device array as a view
+                arr = a if type(a) is cp.ndarray else cp.asarray(a)
+                if arr.data.device_id != device:
+                    on = arr.data.device_id
+                    raise ArgumentValueError(f"input {i} is on GPU {on} but the current device is GPU {device}: call "
+                                        f"the op inside `with cupy.cuda.Device({on}):`")
+            else:
+                host = contiguous(a, i)
+                dtype_string(host.dtype)  # refuses object, string, datetime ... arrays
+                try:
+                    arr = cp.asarray(host)
+                except (TypeError, ValueError) as exc:
+                    raise ArgumentTypeError(f"input {i} ({host.dtype}) cannot be copied to the GPU: cupy has no such "
+                                        f"arrays ({exc})") from exc
+                copied.append(i)
+            dtype_string(arr.dtype)
+            converted.append(arr if arr.flags.c_contiguous else cp.ascontiguousarray(arr))
+        if copied and not self.host_copy_noted:
+            self.host_copy_noted = True
+            warnings.warn(HostCopyWarning(
+                f"{kernel.name} is a gpu op: input(s) {', '.join(map(str, copied))} were numpy arrays and were "
+                "copied to the GPU, as they will be on every call. Pass cupy arrays (cupy.asarray(x)) to keep the "
+                "data on the device and time only the kernel. (Said once per op.)"), stacklevel=user_stacklevel())
+        return tuple(converted), extras
+
+    def plan(self, kernel: Kernel, cp: Any, device: int, arrays: tuple, extras: tuple) -> tuple[tuple, Plan | None,
+                                                                                                  list]:
+        """(the plan cache key of a device call: device id, shapes, dtypes, call-attribute values; the kept plan
+        or None; the typed call attributes)."""
+        call_attrs = kernel.call_attrs(extras) if extras else []
+        key = ("gpu", device, *signature_key(arrays, call_attrs))
+        return key, kernel.plans.find(key), call_attrs
+
+    def call(self, kernel: Kernel, args: tuple) -> Any:
+        cp = require_gpu(kernel.name)
+        device = cp.cuda.runtime.getDevice()
+        arrays, extras = self.inputs(kernel, cp, args, device)
+        key, _, call_attrs = self.plan(kernel, cp, device, arrays, extras)
+
+        def first(plan: Plan) -> Any:
+            return guard.first_call(plan, arrays, GuardMirror(kernel, self))
+
+        return kernel.plans.call(key, lambda: _new_plan(kernel, cp, arrays, call_attrs),
+                                 lambda plan: _run(kernel, cp, plan, arrays), first if kernel.spec.guard else None)
+
+
+def _run(kernel: Kernel, cp: Any, plan: Plan, arrays: tuple) -> Any:
+    """One call on a kept plan: allocate the outputs, enqueue on the current stream, synchronize."""
+    outs = device_outputs(kernel, cp, plan)
     workspaces = plan.checkout()  # this call's own scratch memory, held until the device is done with it
     try:
-        enqueue(op, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs] + workspaces.pointers,
+        enqueue(kernel, plan, [a.data.ptr for a in arrays] + [o.data.ptr for o in outs] + workspaces.pointers,
                 cp.cuda.get_current_stream().ptr)
-        synchronize(op, cp)
+        synchronize(kernel, cp)
     finally:
         plan.checkin(workspaces)
     return outs[0] if plan.single else outs
@@ -279,22 +286,27 @@ class Launcher:
 
     def __init__(self, op: Op, *args: Any):
         self._cp = cp = require_gpu(op.name)
-        self._op = op
+        self._kernel = kernel = op.kernel
+        runner = op.runner if isinstance(op.runner, OnDevice) else OnDevice()
         self.__name__ = op.name  # timing tools name what they time by it (cupyx.profiler.benchmark reads it first)
         device = cp.cuda.runtime.getDevice()
-        self.inputs, extras = device_inputs(op, cp, args, device)
-        self.plan = device_plan(op, cp, device, self.inputs, extras)
-        self.outputs = device_outputs(op, cp, self.plan)
+        self.inputs, extras = runner.inputs(kernel, cp, args, device)
+        key, plan, call_attrs = runner.plan(kernel, cp, device, self.inputs, extras)
+        if plan is None:
+            plan = _new_plan(kernel, cp, self.inputs, call_attrs)
+            kernel.plans.remember(key, plan)
+        self.plan = plan
+        self.outputs = device_outputs(kernel, cp, self.plan)
         self.workspaces = self.plan.checkout()  # its own for as long as it lives (graphs replay the same pointers)
         self._pointers = [a.data.ptr for a in self.inputs] + [o.data.ptr for o in self.outputs] + \
             self.workspaces.pointers
         self.nbytes = sum(a.nbytes for a in self.inputs) + sum(o.nbytes for o in self.outputs)
 
     def __call__(self) -> None:
-        enqueue(self._op, self.plan, self._pointers, self._cp.cuda.get_current_stream().ptr)
+        enqueue(self._kernel, self.plan, self._pointers, self._cp.cuda.get_current_stream().ptr)
 
     def finish(self) -> None:
-        synchronize(self._op, self._cp)
+        synchronize(self._kernel, self._cp)
 
     @property
     def result(self) -> Any:
@@ -302,7 +314,7 @@ class Launcher:
         return self.outputs[0] if self.plan.single else self.outputs
 
     def __repr__(self) -> str:
-        return f"<aotbench.gpu.Launcher {self._op.name} {[tuple(a.shape) for a in self.inputs]}>"
+        return f"<aotbench.gpu.Launcher {self._kernel.name} {[tuple(a.shape) for a in self.inputs]}>"
 
 
 def to_device_like(op: Any, args: tuple) -> tuple:
@@ -314,5 +326,5 @@ def to_device_like(op: Any, args: tuple) -> tuple:
     return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
 
 
-__all__ = ["HINTS", "STICKY", "Launcher", "call", "cuda_error", "device_inputs", "device_plan", "enqueue",
+__all__ = ["HINTS", "STICKY", "GuardMirror", "Launcher", "OnDevice", "cuda_error", "device_outputs", "enqueue",
            "kernel_names", "launch_error", "synchronize", "to_device_like"]

@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ContractViolation, ContractWarning, user_stacklevel
+from .._userframe import user_stacklevel
+from ..errors import ContractViolation, ContractWarning
 from . import prints
+from .calls import call_pointers, raise_for
 from .inputs import CHUNK_BYTES, SHOW_INDICES, dtype_hint, input_writes, snapshot, writable
 from .inputs import chunks as _chunks
 from .inputs import words as _words
 from .plan import fill_values
 
 if TYPE_CHECKING:
-    from ..op.op import Op
     from .plan import Plan
 
 GUARD_BEFORE = 4096  # bytes of canary before every buffer (a multiple of 64 keeps the data aligned)
@@ -205,19 +206,17 @@ def _nbytes(shape, dtype) -> int:
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
-def _call(op: Op, plan: Plan, arrays: tuple, buffers: _Buffers, device: Mirror | None) -> None:
+def _call(plan: Plan, arrays: tuple, buffers: _Buffers, device: Mirror | None) -> None:
     if device is not None:
         device.run(plan, arrays, buffers.out_raw + buffers.ws_raw)
         return
     pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in buffers.outputs] + \
         [r.ctypes.data + GUARD_BEFORE for r in buffers.ws_raw]
-    code = op._call_pointers(plan, pointers)
-    if code:
-        op._host.raise_for(code, op.name, 0, plan.attrs, op.library.path)
+    raise_for(plan, call_pointers(plan, pointers))
 
 
-def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None) -> GuardedRun:
-    """Call ``op``'s kernel on ``plan`` with guarded, poisoned outputs and workspaces; inspect them.
+def run_guarded(plan: Plan, arrays: tuple, device: Mirror | None = None) -> GuardedRun:
+    """Call the kernel of ``plan`` with guarded, poisoned outputs and workspaces; inspect them.
 
     ``arrays`` are the inputs as the plan expects them (C-contiguous, native order; device arrays with
     ``device``). Raises what the kernel's return code or exception says, like any call. When output elements
@@ -235,7 +234,7 @@ def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None)
     inputs_before = snapshot(arrays) if device is None else []
     first = _prepare(plan, largest, 0)
     with prints.shown(plan.prints):  # what the kernel prints is shown once: the confirming run's is dropped
-        _call(op, plan, arrays, first, device)
+        _call(plan, arrays, first, device)
     findings: list[str] = []
     written = input_writes(arrays, inputs_before, readonly, findings)
     suspicious = any(_suspicious(dtype, out) for (_, dtype), out in zip(plan.outputs, first.outputs)) or any(
@@ -246,7 +245,7 @@ def run_guarded(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None)
             np.copyto(arrays[k], inputs_before[k])
         second = _prepare(plan, largest, 1)
         with prints.discarded(plan.prints):
-            _call(op, plan, arrays, second, device)
+            _call(plan, arrays, second, device)
 
     violations: list[str] = []
     in_dtypes = [str(a.dtype) for a in arrays]
@@ -368,18 +367,19 @@ def _inspect_workspace(name, requested, allocated, raw, violations, findings) ->
     return report
 
 
-def first_call(op: Op, plan: Plan, arrays: tuple, device: Mirror | None = None) -> Any:
+def first_call(plan: Plan, arrays: tuple, device: Mirror | None = None) -> Any:
     """The first call of a new input signature, guarded: the outputs (copies), or ContractViolation.
 
     A write outside the kernel's buffers raises with check mode's sentences and returns nothing; findings
     that leave memory intact (unwritten elements, leaked poison, a workspace overrun inside the padding) are
     one :class:`~aotbench.errors.ContractWarning`, and the call returns.
     """
-    run = run_guarded(op, plan, arrays, device)
+    name = plan.library.name
+    run = run_guarded(plan, arrays, device)
     if run.violations:
-        raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers), guarded=True)
+        raise ContractViolation(name, GuardReport(run.violations, run.findings, run.buffers), guarded=True)
     if run.findings:
-        warn_findings(op.name, [tuple(a.shape) for a in arrays], run.findings)
+        warn_findings(name, [tuple(a.shape) for a in arrays], run.findings)
     plan.fill = fill_values(plan.outputs, run.buffers)
     # An output that is most of its guarded buffer is returned as a view into it (no copy of a large output);
     # a small one is copied, so that its guards (up to MAX_GUARD_AFTER) are not kept alive with it.

@@ -18,7 +18,7 @@ from ..native.attrs import TypedAttr
 from ..native.dtypes import dtype_string
 from ..native.runtime import MAX_PARAMS, CallRecord, Runtime
 from ..native.loading import KernelLibrary
-from ..errors import ArgumentError, ShapeError, WorkspaceError
+from ..errors import ArgumentValueError, ShapeError, WorkspaceError
 from . import forking, memory
 from ..spec import rules
 from ..spec.spec import OpSpec
@@ -77,8 +77,8 @@ class Plan:
     """
 
     __slots__ = ("__weakref__", "_allocate", "_name", "_spares", "address", "attrs", "dtype0", "extra", "fill",
-                 "keepalive", "n_in", "outputs", "own_workspaces", "prints", "record", "release", "shape0", "single",
-                 "workspaces")
+                 "keepalive", "library", "n_in", "outputs", "own_workspaces", "prints", "record", "release", "runtime",
+                 "shape0", "single", "workspaces")
 
     def __init__(self, host: Runtime, record: CallRecord, n_in: int, outputs: list[tuple[tuple[int, ...], np.dtype]],
                  keepalive: list, extra: int, workspaces: list[tuple[int, int]], attrs: list[TypedAttr],
@@ -86,6 +86,8 @@ class Plan:
                  allocate: Callable[[int], tuple[object, int]] | None = None, single: bool | None = None):
         self.record = record
         self.address = ctypes.addressof(record)
+        self.runtime = host  # what calls the kernel (aotbench.run.in_process)
+        self.library: KernelLibrary | None = None  # the library the record's function is in (set by make_plan)
         self.n_in = n_in
         self.outputs = outputs
         self.single = len(outputs) == 1 if single is None else single  # a call returns one array, not a tuple
@@ -100,7 +102,7 @@ class Plan:
         self._spares: list[WorkspaceSet] = []
         self.prints = False  # its library can write to stdout: calls capture it (aotbench.run.prints)
         # Per output, what calls fill it with before the kernel runs (fill_values, below): set when the guarded
-        # first call found unwritten outputs; such a plan is kept off the fast path's key (Op._call_slow).
+        # first call found unwritten outputs; such a plan is kept off the fast path's key (run.plan_cache).
         self.fill: tuple | None = None
         # The AotExtra (and, through DestructKernelData, the kernel's data) lives exactly as long as the plan.
         # (An interrupted call's plan is retired with release.detach(): its kernel data may be inconsistent.)
@@ -146,7 +148,7 @@ def fill_value(dtype: np.dtype) -> object:
         return 0
 
 
-def _tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
+def tensor_arrays(shapes: list[tuple[int, ...]], names: list[str]):
     """ctypes ``ndims``, ``shapes`` and ``dtypes`` arrays (plus the buffers they point into).
 
     Every array has at least SHAPE_PAD entries and every shape buffer at least SHAPE_PAD dims, zero-filled: a
@@ -243,7 +245,7 @@ def make_plan(spec: OpSpec, host: Runtime, lib: KernelLibrary, arrays: tuple, at
         names = in_names + [dtype_string(d) for d in out_dtypes]
         keepalive: list = [lib]
         if lib.init:
-            init_arrays = _tensor_arrays(shapes, names)
+            init_arrays = tensor_arrays(shapes, names)
             keepalive.append(init_arrays)
             host.call_init(lib.init, *init_arrays[:3], extra, function=f"{name}Init", attrs=attrs)
         requested = host.workspace_sizes(extra)
@@ -257,9 +259,9 @@ def make_plan(spec: OpSpec, host: Runtime, lib: KernelLibrary, arrays: tuple, at
         own = allocate_workspaces(name, workspaces, allocate_workspace)  # the fast path's set, in the record
         nparam = len(shapes) + len(requested)
         if nparam > MAX_PARAMS:
-            raise ArgumentError(f"{name} would get {nparam} params; at most {MAX_PARAMS} are supported")
+            raise ArgumentValueError(f"{name} would get {nparam} params; at most {MAX_PARAMS} are supported")
         # The kernel sees one 1-D uint8 entry per workspace after the tensors (a safe superset of MindSpore).
-        ndims, shape_ptrs, dtype_strs, dims = _tensor_arrays(
+        ndims, shape_ptrs, dtype_strs, dims = tensor_arrays(
             shapes + [(size,) for size in requested], names + ["uint8"] * len(requested))
         params = (ctypes.c_void_p * max(nparam, 1))()
         params[len(shapes):nparam] = own.pointers
@@ -277,6 +279,7 @@ def make_plan(spec: OpSpec, host: Runtime, lib: KernelLibrary, arrays: tuple, at
         plan = Plan(host, record, len(arrays), list(zip(out_shapes, out_dtypes)), keepalive, extra, workspaces,
                     attrs, own, name, allocate_workspace, single=not spec.returns_tuple)
         plan.prints = lib.prints
+        plan.library = lib
         interrupts.PLANS[plan.address] = plan  # how an abandoned call's plan is found (and retired)
     except KeyboardInterrupt:  # perhaps an Init abandoned mid-run: its kernel data is not trusted to a destructor
         raise
@@ -289,7 +292,7 @@ def make_plan(spec: OpSpec, host: Runtime, lib: KernelLibrary, arrays: tuple, at
 def call_infer_shape(spec: OpSpec, host: Runtime, lib: KernelLibrary, in_shapes: list[tuple[int, ...]], extra: int,
                      attrs: list[TypedAttr]) -> list[list[int]]:
     """What ``FInferShape`` returns for these input shapes (-1 and -2 kept), one list per output."""
-    ndims, shape_ptrs, _, _dims = _tensor_arrays(list(in_shapes), ["float32"] * len(in_shapes))  # no dtypes used
+    ndims, shape_ptrs, _, _dims = tensor_arrays(list(in_shapes), ["float32"] * len(in_shapes))  # no dtypes used
     raw = host.call_infer(lib.infer_shape, spec.n_outputs > 1, ndims, shape_ptrs, extra,
                           function=f"{lib.name}InferShape", attrs=attrs)
     if len(raw) != spec.n_outputs:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..build.toolchain import find_cxx
-from ..errors import ArgumentError, KernelCrashedError, ToolchainNotFoundError
+from ..errors import ArgumentValueError, KernelCrashedError, SanitizerError, ToolchainNotFoundError
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ _ASAN_ERROR = re.compile(r"ERROR: AddressSanitizer: (?P<what>[\w-]+)")
 
 def check_kind(kind: str | None) -> str | None:
     if kind is not None and kind not in SANITIZERS:
-        raise ArgumentError(f"sanitize={kind!r}: use 'address' (ASan) or 'undefined' (UBSan)")
+        raise ArgumentValueError(f"sanitize={kind!r}: use 'address' (ASan) or 'undefined' (UBSan)")
     return kind
 
 
@@ -65,25 +65,12 @@ def worker_env(kind: str) -> dict:
     return {"LD_PRELOAD": runtime_path(kind), **SANITIZERS[kind].env}
 
 
-class SanitizerError(KernelCrashedError):
-    """A sanitizer stopped an isolated, sanitized op: ``kind`` (address/undefined), ``what`` (e.g.
-    ``heap-buffer-overflow``), ``location`` (file, line) of the first frame in the kernel's source, ``line_text``
-    that source line, and ``report``, the sanitizer's complete output."""
-
-    def __init__(self, crash: KernelCrashedError, kind: str, sources: dict[str, str]):
-        self.kind = kind
-        self.report = crash.stderr
-        self.what, self.location = _parse(crash.stderr)
-        self.line_text = _line(self.location, sources)
-        where = f" at {self.location[0]}:{self.location[1]}" if self.location else ""
-        shown = f"\n    {self.location[1]} | {self.line_text.strip()}" if self.line_text else ""
-        summary = next((m["what"] for m in _SUMMARY.finditer(crash.stderr)), self.what)
-        summary = re.sub(r"\S*(<cell>)", r"\1", summary)
-        super().__init__(crash.function, crash.signal, crash.exitcode, crash.stderr)
-        tool = "AddressSanitizer" if kind == "address" else "UBSan"
-        message = (f"{crash.function}: {tool} found {self.what}{where}{shown}\n{summary}\n"
-                   "(the complete report is in .report; your Python process is unharmed)")
-        self.args = (message,)
+def sanitizer_error(crash: KernelCrashedError, kind: str, sources: dict[str, str]) -> SanitizerError:
+    """The :class:`SanitizerError` for a worker a ``kind`` sanitizer stopped: what it found, and where in the
+    kernel's source (``sources`` holds the cells' texts by their ``#line`` names)."""
+    what, location = _parse(crash.stderr)
+    summary = re.sub(r"\S*(<cell>)", r"\1", next((m["what"] for m in _SUMMARY.finditer(crash.stderr)), what))
+    return SanitizerError(crash, kind, what, location, _line(location, sources), summary)
 
 
 def _parse(report: str) -> tuple[str, tuple[str, int] | None]:

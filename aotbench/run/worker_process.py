@@ -23,6 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ArenaTooSmall, ContractViolation
+from .calls import retry
+from .guard import GuardReport, run_guarded
+from .kernel import Kernel, contiguous
+from .plan import Plan, fill_values, signature_key
+
 ALIGN = 64
 
 
@@ -48,38 +54,23 @@ def _error_reply(exc: BaseException) -> bytes:
 
 
 class Server:
-    """The ops this worker serves (one per concrete output rule; usually just one) and the mapped arena."""
+    """The build this worker serves (its plans kept as in the parent) and the mapped arena."""
 
-    def __init__(self, spec, library: str, name: str, host: str, concrete: bool):
-        from ..native.runtime import Runtime
+    def __init__(self, spec, library: str, name: str, host: str):
         from ..native.loading import load
-        from ..op.op import Op
+        from ..native.runtime import Runtime
+        from ..spec.pickling import restored_spec
 
-        self._Op = Op
-        self.spec = spec
-        self.host = Runtime(Path(host))
-        self.host.set_abort_report(False)  # the parent reports a crash (KernelCrashedError), not the host
+        runtime = Runtime(Path(host))
+        runtime.set_abort_report(False)  # the parent reports a crash (KernelCrashedError), not the runtime
         if spec.sanitize is None:  # before the kernel's library is loaded: its constructors may crash too
-            self.host.lib.aotb_install_crash_report(sys.stderr.fileno())
+            runtime.lib.aotb_install_crash_report(sys.stderr.fileno())
         with warnings.catch_warnings():  # the parent has said it already (a fast-math library, say)
             warnings.simplefilter("ignore")
-            self.library = load(Path(library), name)
-        self.concrete = concrete
-        self.ops: dict = {}
-        if not concrete:
-            self.ops[None] = Op(spec, self.library, self.host)
+            library = load(Path(library), name)
+        self.kernel = Kernel(restored_spec(spec), library, runtime)
         self.arena_name: str | None = None
         self.arena: mmap.mmap | None = None
-
-    def _op(self, override):
-        op = self.ops.get(override)
-        if op is None:
-            shape, dtype = override
-            op = self.ops[override] = self._Op(replace(self.spec, out_shape=shape, out_dtype=dtype), self.library,
-                                               self.host)
-            if len(self.ops) > 64:
-                del self.ops[next(iter(self.ops))]
-        return op
 
     def _release(self) -> None:
         """Unmap the arena (its pages are freed once the parent, which unlinked it, has unmapped it too)."""
@@ -105,56 +96,56 @@ class Server:
         return self.arena  # type: ignore[return-value]
 
     def call(self, request: bytes) -> bytes:
-        from .guard import GuardReport, run_guarded
-        from .plan import fill_values, make_plan
-        from ..errors import ContractViolation
-        from ..op.op import MAX_PLANS
-
+        """One request: a call whose outputs the kernel writes into the arena (through the build's plan cache,
+        as in the parent: the first call of a signature guarded), or "release"."""
         message = pickle.loads(request)
         if message == "release":  # the parent is about to replace the arena: let go of the old one's pages first
             self._release()
             return pickle.dumps(("released", None), protocol=5)
-        name, size, metas, extras, override, out_start = message
+        name, size, metas, extras, out_start = message
         mm = self._attach(name, size)
-        op = self._op(override)
+        kernel = self.kernel
         inputs = tuple(np.ndarray(shape, dtype, buffer=mm, offset=off) for off, shape, dtype in metas)
-        arrays, extras = op._split(inputs + tuple(extras))
-        call_attrs = op._typed_call_attrs(extras)
-        key = tuple([(a.shape, a.dtype) for a in arrays])  # as Op._call_slow keys its plans
-        if call_attrs:
-            key += tuple((t.kind, repr(t.value)) for t in call_attrs)
-        plan = op._plans.get(key)
-        first = plan is None
-        if first:
-            plan = make_plan(op.spec, op._host, op.library, arrays, op._attr_list + call_attrs)
-        layout, at = [], out_start
-        for shape, dtype in plan.outputs:
-            dtype = np.dtype(dtype)
-            layout.append((at, shape, dtype))
-            at = _align(at + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        if at > size:
-            return pickle.dumps(("grow", at), protocol=5)
-        outs = tuple(np.ndarray(shape, dtype, buffer=mm, offset=off) for off, shape, dtype in layout)
+        arrays, extras = kernel.host_arrays(inputs + tuple(extras))
+        call_attrs = kernel.call_attrs(extras)
         findings: list[str] = []
-        if first and op.spec.guard:  # as Op's first call of a signature: guarded, and kept only if in bounds
-            run = run_guarded(op, plan, tuple(op._contiguous(a, i) for i, a in enumerate(arrays)))
-            if run.violations:
-                raise ContractViolation(op.name, GuardReport(run.violations, run.findings, run.buffers),
-                                        guarded=True)
-            for out, guarded in zip(outs, run.outputs):
-                np.copyto(out, guarded)
-            findings = run.findings
-            plan.fill = fill_values(plan.outputs, run.buffers)  # outputs left unwritten: filled from now on
-        else:
+
+        def outputs_in_arena(plan: Plan) -> tuple[list, tuple]:
+            layout, at = [], out_start
+            for shape, dtype in plan.outputs:
+                dtype = np.dtype(dtype)
+                layout.append((at, shape, dtype))
+                at = _align(at + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+            if at > size:
+                raise ArenaTooSmall(at)
+            return layout, tuple(np.ndarray(shape, dtype, buffer=mm, offset=off) for off, shape, dtype in layout)
+
+        def run(plan: Plan) -> list:
+            layout, outs = outputs_in_arena(plan)
             for out, value in zip(outs, plan.fill or ()):
                 out.fill(value)
-            code = op._host.call_buffers(plan.address, arrays, outs)
+            code = plan.runtime.call_buffers(plan.address, arrays, outs)
             if code:
-                op._retry(code, plan, arrays, outs)  # converts what the buffer protocol refused, or raises
-        if first:
-            if len(op._plans) >= MAX_PLANS:
-                del op._plans[next(iter(op._plans))]
-            op._plans[key] = plan
+                retry(code, plan, arrays, outs)  # converts what the buffer protocol refused, or raises
+            return layout
+
+        def first(plan: Plan) -> list:  # as in the parent: guarded, and kept only if in bounds
+            layout, outs = outputs_in_arena(plan)
+            guarded = run_guarded(plan, tuple(contiguous(a, i) for i, a in enumerate(arrays)))
+            if guarded.violations:
+                raise ContractViolation(kernel.name, GuardReport(guarded.violations, guarded.findings,
+                                                                 guarded.buffers), guarded=True)
+            for out, result in zip(outs, guarded.outputs):
+                np.copyto(out, result)
+            findings.extend(guarded.findings)
+            plan.fill = fill_values(plan.outputs, guarded.buffers)  # outputs left unwritten: filled from now on
+            return layout
+
+        try:
+            layout = kernel.plans.call(signature_key(arrays, call_attrs), lambda: kernel.plan(arrays, call_attrs),
+                                       run, first if kernel.spec.guard else None)
+        except ArenaTooSmall as grow:
+            return pickle.dumps(("grow", grow.size), protocol=5)
         return pickle.dumps(("ok", (layout, findings)), protocol=5)
 
 

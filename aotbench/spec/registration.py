@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..native.attrs import TypedAttr, check_name, typed
 from ..native.dtypes import DTYPE_STRINGS
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 
 _SHORT = {
     "F16": "float16", "F32": "float32", "F64": "float64", "BF16": "bfloat16", "I8": "int8", "I16": "int16",
@@ -64,7 +64,7 @@ class OpInfo:
                 outs = row[n_in:]
                 return None if any(o == "" for o in outs) else tuple(outs)
         accepted = "; ".join("(" + ", ".join(r[:n_in]) + ")" for r in self.dtype_formats)
-        raise ArgumentError(
+        raise ArgumentTypeError(
             f"op {self.name!r} is registered for input dtypes {accepted}, not ({', '.join(input_dtypes)})")
 
 
@@ -92,9 +92,10 @@ class CustomRegOp:
         row = []
         for pair in args:
             if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise ArgumentError(f"dtype_format takes DataType members such as DataType.F32_Default, not {pair!r}")
+                raise ArgumentTypeError(
+                    f"dtype_format takes DataType members such as DataType.F32_Default, not {pair!r}")
             if pair[0] not in ("", *DTYPE_STRINGS):
-                raise ArgumentError(f"dtype_format: unknown dtype {pair[0]!r}")
+                raise ArgumentValueError(f"dtype_format: unknown dtype {pair[0]!r}")
             row.append(pair[0])
         self._dtype_formats.append(tuple(row))
         return self
@@ -115,13 +116,13 @@ class CustomRegOp:
         width = len(self._inputs) + len(self._outputs)
         for row in self._dtype_formats:
             if len(row) != width:
-                raise ArgumentError(
+                raise ArgumentTypeError(
                     f"dtype_format has {len(row)} entries but the op declares {len(self._inputs)} inputs and "
                     f"{len(self._outputs)} outputs ({width} entries needed)")
         names = [a.name for a in self._attrs] + self._call_attrs
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ArgumentError(f"attribute {min(dup)!r} is registered twice")
+            raise ArgumentValueError(f"attribute {min(dup)!r} is registered twice")
         formats = tuple(self._dtype_formats)
         if all(all(d == "" for d in row) for row in formats):
             formats = ()  # only None_None: any dtype

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..native.dtypes import dtype_string, resolve_dtype
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentTypeError, ArgumentValueError, ShapeError
 from .registration import OpInfo
 
 Shape = tuple[int, ...]
@@ -35,7 +35,7 @@ def count_outputs(out_shape: object, out_dtype: object, reg_info: OpInfo | None)
         counts["out_shape"] = len(out_shape)  # type: ignore[arg-type]
     if len(set(counts.values())) > 1:
         detail = ", ".join(f"{k} gives {v}" for k, v in counts.items())
-        raise ArgumentError(f"the number of outputs is ambiguous: {detail}")
+        raise ArgumentValueError(f"the number of outputs is ambiguous: {detail}")
     return next(iter(counts.values()), 1)
 
 
@@ -75,7 +75,7 @@ def code_unknown_dims(shapes: Sequence[object]) -> list[Shape]:
                 raise ShapeError(f"input shape {i} is {tuple(s)}: dimension {wrong[0]} is outside 0 .. 2**63 - 1 "
                                  "(int64_t, what InferShape reads); use None for an unknown dim")
         else:
-            raise ArgumentError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
+            raise ArgumentTypeError(f"input shape {i} is {s!r}: give a tuple of ints and None, or None")
     return coded
 
 
@@ -113,19 +113,19 @@ def output_dtypes(rule: object, input_dtypes: Sequence[np.dtype], n_outputs: int
         try:
             value = rule(*input_dtypes)
         except Exception as exc:
-            raise ArgumentError(f"out_dtype{tuple(input_dtypes)} raised {type(exc).__name__}: {exc}") from exc
+            raise ArgumentValueError(f"out_dtype{tuple(input_dtypes)} raised {type(exc).__name__}: {exc}") from exc
     if value is None:
         if from_reg is not None:
             return [resolve_dtype(d) for d in from_reg]
         if not input_dtypes:
-            raise ArgumentError("out_dtype is needed: the op has no inputs to take the output dtype from")
+            raise ArgumentTypeError("out_dtype is needed: the op has no inputs to take the output dtype from")
         return [input_dtypes[0]] * n_outputs
     values = list(value) if isinstance(value, (list, tuple)) else [value] * n_outputs
     if len(values) != n_outputs:
-        raise ArgumentError(f"out_dtype gives {len(values)} dtypes for an op with {n_outputs} outputs")
+        raise ArgumentValueError(f"out_dtype gives {len(values)} dtypes for an op with {n_outputs} outputs")
     dtypes = [resolve_dtype(v) for v in values]
     if from_reg is not None and [dtype_string(d) for d in dtypes] != list(from_reg):
-        raise ArgumentError(
+        raise ArgumentValueError(
             f"out_dtype gives ({', '.join(dtype_string(d) for d in dtypes)}) but the registration's dtype_format "
             f"gives ({', '.join(from_reg)}) for inputs ({', '.join(input_dtype_strings)}); make them agree")
     return dtypes

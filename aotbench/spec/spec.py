@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..native.attrs import TypedAttr
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError
 from .registration import OpInfo
 
 
@@ -48,4 +48,4 @@ def parse_flags(flags: Any) -> tuple[str, ...]:
         return tuple(shlex.split(flags))
     if isinstance(flags, (list, tuple)) and all(isinstance(f, str) for f in flags):
         return tuple(flags)
-    raise ArgumentError(f"flags must be a list of strings such as ['-O3'], got {flags!r}")
+    raise ArgumentTypeError(f"flags must be a list of strings such as ['-O3'], got {flags!r}")

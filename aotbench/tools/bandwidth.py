@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..build import cache
-from ..errors import ArgumentError
+from ..errors import ArgumentValueError
 from .timing import _llc_bytes, gbps
 
 MIN_COPY_BYTES = 256 << 20
@@ -35,9 +35,9 @@ def copy_bandwidth_gbps(nbytes: int | None = None, repeats: int = COPY_REPEATS) 
     ``repeats`` copies after one untimed copy that faults the pages in."""
     nbytes = default_copy_bytes() if nbytes is None else nbytes
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
-        raise ArgumentError(f"nbytes must be an int >= 4 (the size of each array), got {nbytes!r}")
+        raise ArgumentValueError(f"nbytes must be an int >= 4 (the size of each array), got {nbytes!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ArgumentError(f"repeats must be an int >= 1, got {repeats!r}")
+        raise ArgumentValueError(f"repeats must be an int >= 1, got {repeats!r}")
     src = np.empty(nbytes // 4, np.float32)
     src.fill(1.0)
     dst = np.empty_like(src)

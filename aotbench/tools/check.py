@@ -18,8 +18,9 @@ import numpy as np
 
 from ..native.dtypes import dtype_string
 from ..run.guard import BufferReport, run_guarded
-from ..run.plan import _tensor_arrays, call_infer_shape, make_plan
-from ..errors import AotbenchError, ArgumentError
+from ..run.kernel import contiguous
+from ..run.plan import call_infer_shape, tensor_arrays
+from ..errors import AotbenchError, ArgumentValueError, ContractViolation
 from .accuracy import to_host
 
 if TYPE_CHECKING:
@@ -57,20 +58,33 @@ class CheckReport:
 
 def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, atol: float | None = None,
           dynamic: list | None = None) -> CheckReport:
-    """Run ``op`` once on ``args`` under guards and poison and report every contract violation found.
+    """Run ``op`` once on ``args`` under guards and poison and report every contract violation found
+    (``op.check(...)``).
 
-    A gpu op runs on the device: the guarded, poisoned buffers are built here, copied to the GPU, the kernel runs
-    on them, and they are copied back for the same inspection; the outputs returned are cupy arrays.
+    ``reference`` is the expected output(s) or a function of the inputs; ``dynamic`` lists one shape per input
+    with ``None`` for dims MindSpore would see as -1, to also check Init as graph mode calls it. A gpu op runs on
+    the device: the guarded, poisoned buffers are built here, copied to the GPU, the kernel runs on them, and they
+    are copied back for the same inspection; the outputs returned are cupy arrays.
     """
-    device = op.device.guard_mirror(op)  # None on the host
+    try:
+        return _check(op, args, reference, rtol, atol, dynamic)
+    except KeyboardInterrupt as exc:  # the stop button on an endless kernel: retire what the call used
+        op.interrupted(exc)
+
+
+def _check(op: Op, args: tuple, reference: Any, rtol: float | None, atol: float | None,
+           dynamic: list | None) -> CheckReport:
+    kernel = op.kernel
+    device = op.device.guard_mirror(kernel)  # None on the host
     if device is not None:
         arrays, extras = device.inputs(args)
     else:
-        arrays, extras = op._split(args)
-        arrays = tuple(op._contiguous(a, i) for i, a in enumerate(arrays))
-    attrs = op._attr_list + op._typed_call_attrs(extras)
-    plan = make_plan(op.spec, op._host, op.library, arrays, attrs)
-    run = run_guarded(op, plan, arrays, device)
+        arrays, extras = kernel.host_arrays(args)
+        arrays = tuple(contiguous(a, i) for i, a in enumerate(arrays))
+    call_attrs = kernel.call_attrs(extras)
+    attrs = kernel.attrs + call_attrs
+    plan = kernel.plan(arrays, call_attrs)
+    run = run_guarded(plan, arrays, device)
     problems = run.violations + run.findings
     outputs = run.outputs
     mismatches = _compare(outputs, reference, arrays, rtol, atol, problems) if reference is not None else []
@@ -122,6 +136,15 @@ def _compare(outputs, reference, arrays, rtol, atol, problems) -> list[dict]:
     return found
 
 
+def checked_call(op: Op, call: Any, args: tuple) -> Any:
+    """The call ``op.check_next_call`` (``%%aot_kernel --check``) asked for: check mode instead of ``call``,
+    raising ContractViolation on a problem, else returning the outputs."""
+    report = op.check(*args)
+    if not report.ok:
+        raise ContractViolation(op.name, report)
+    return report.outputs
+
+
 def _graph_mode_pass(op: Op, dynamic: list, arrays, attrs, plan) -> list[str]:
     """Run Init with -1 for the dims declared dynamic, as MindSpore's graph mode does once; warn when the
     workspace it computes is absurd."""
@@ -139,12 +162,12 @@ def graph_mode_workspaces(op: Op, dynamic: list, arrays, attrs, outputs) -> tupl
     or a sentence saying why that call failed. ``outputs`` are the concrete outputs' (shape, dtype) pairs (their
     shapes are used when the op has an ``out_shape`` rule instead of InferShape)."""
     if len(dynamic) != len(arrays):
-        raise ArgumentError(f"dynamic= gives {len(dynamic)} shapes for {len(arrays)} inputs")
+        raise ArgumentValueError(f"dynamic= gives {len(dynamic)} shapes for {len(arrays)} inputs")
     if not op.library.init:
         return [], None
     shapes = [(-2,) if s is None else tuple(-1 if d is None or isinstance(d, str) else int(d) for d in s)
               for s in dynamic]
-    host = op._host
+    host = op.kernel.runtime
     extra = host.new_extra(attrs)
     try:
         out_shapes = [shape for shape, _ in outputs]
@@ -153,7 +176,7 @@ def graph_mode_workspaces(op: Op, dynamic: list, arrays, attrs, outputs) -> tupl
             if op.spec.out_shape is None:
                 out_shapes = [tuple(s) for s in call_infer_shape(op.spec, host, op.library, shapes, extra, attrs)]
             names = [dtype_string(a.dtype) for a in arrays] + [dtype_string(d) for _, d in outputs]
-            init_arrays = _tensor_arrays(shapes + out_shapes, names)
+            init_arrays = tensor_arrays(shapes + out_shapes, names)
             step = f"{op.name}Init"
             host.call_init(op.library.init, *init_arrays[:3], extra, function=f"{op.name}Init", attrs=attrs)
         except AotbenchError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..spec.spec import OpSpec, parse_flags
 from .timing import Timing, bench, format_ns, gbps
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
 from .tables import format_bytes, html_table, text_table
 
@@ -117,18 +117,18 @@ def compare(fns: Mapping[str, Callable], *args: Any, budget_ms: float = 200.0, f
 
 def _check_entries(fns: Any) -> list[tuple[str, Callable]]:
     if not isinstance(fns, Mapping) or not fns:
-        raise ArgumentError("compare needs a non-empty mapping of label -> callable, e.g. {'op': op, 'numpy': f}")
+        raise ArgumentTypeError("compare needs a non-empty mapping of label -> callable, e.g. {'op': op, 'numpy': f}")
     for label, fn in fns.items():
         if not isinstance(label, str):
-            raise ArgumentError(f"compare's labels must be strings, got {label!r}")
+            raise ArgumentTypeError(f"compare's labels must be strings, got {label!r}")
         if not callable(fn):
-            raise ArgumentError(f"compare's entry {label!r} is a {type(fn).__name__}, not a callable")
+            raise ArgumentTypeError(f"compare's entry {label!r} is a {type(fn).__name__}, not a callable")
     return list(fns.items())
 
 
 def check_positive(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ArgumentError(f"{name} must be a positive number, got {value!r}")
+        raise ArgumentValueError(f"{name} must be a positive number, got {value!r}")
 
 
 def _ratio(num: float, den: float) -> float:
@@ -160,11 +160,11 @@ def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = Non
     """
     spec = getattr(op, "spec", None)
     if not isinstance(spec, OpSpec) or getattr(op, "artifact", None) is None:
-        raise ArgumentError("compare_flags needs an op built from a source file by aotbench.Custom (a prebuilt "
-                            "library has no flags to change)")
+        raise ArgumentValueError("compare_flags needs an op built from a source file by aotbench.Custom (a prebuilt "
+                                 "library has no flags to change)")
     sets = _flag_sets(flag_sets)
     if reference is not None and (not callable(reference) or "reference" in sets):
-        raise ArgumentError("reference must be a callable, and no flag set may be labelled 'reference'")
+        raise ArgumentTypeError("reference must be a callable, and no flag set may be labelled 'reference'")
     fns: dict[str, Callable] = {label: op.with_flags(flags) for label, flags in sets.items()}
     if reference is not None:
         fns["reference"] = reference
@@ -185,7 +185,7 @@ def _flag_sets(flag_sets: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]
     if flag_sets is None:
         return dict(DEFAULT_FLAG_SETS)
     if not isinstance(flag_sets, Mapping) or not flag_sets or not all(isinstance(k, str) for k in flag_sets):
-        raise ArgumentError("flag_sets must be a non-empty mapping of label -> flags, e.g. {'-O2': ['-O2']}")
+        raise ArgumentTypeError("flag_sets must be a non-empty mapping of label -> flags, e.g. {'-O2': ['-O2']}")
     return {label: parse_flags(flags) for label, flags in flag_sets.items()}
 
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..build import nvcc
 from ..run.gpu_availability import require_gpu
-from ..errors import ArgumentError, DeviceUnavailableError, KernelTimeoutError, ToolchainNotFoundError
+from ..spec.pickling import portable_spec
+from ..errors import ArgumentTypeError, ArgumentValueError, DeviceUnavailableError, KernelTimeoutError, ToolchainNotFoundError
 
 if TYPE_CHECKING:
     from ..op.op import Op
@@ -199,19 +200,19 @@ def _locate(finding: Finding, line: str) -> None:
 def run_compute_sanitizer(op: Op, *args: Any, tool: str = "memcheck", timeout_s: float = 300.0) -> SanitizerReport:
     """Run one call of the gpu ``op`` on ``args`` under compute-sanitizer's ``tool`` (see the module)."""
     if tool not in TOOLS:
-        raise ArgumentError(f"tool={tool!r}: compute-sanitizer's tools are {', '.join(TOOLS)}")
+        raise ArgumentValueError(f"tool={tool!r}: compute-sanitizer's tools are {', '.join(TOOLS)}")
     if not op.device.runs_elsewhere:
-        raise ArgumentError(f"{op.name} is a cpu op: use sanitize='address' or 'undefined' (Custom/--sanitize)")
+        raise ArgumentValueError(f"{op.name} is a cpu op: use sanitize='address' or 'undefined' (Custom/--sanitize)")
     if getattr(op, "artifact", None) is None:
-        raise ArgumentError("compute_sanitizer rebuilds the op with -lineinfo: it needs an op built from source")
+        raise ArgumentValueError("compute_sanitizer rebuilds the op with -lineinfo: it needs an op built from source")
     require_gpu(op.name)
     sanitizer = find_compute_sanitizer()
-    payload = {"spec": _travelling_spec(op, args),
+    payload = {"spec": _travelling_spec(op),
                "args": [op.device.to_host(a) if op.device.owns(a) else a for a in args]}
     try:
         data = pickle.dumps(payload, protocol=5)
     except Exception as exc:  # whatever stops pickling (a local class in the recipe ...)
-        raise ArgumentError(f"compute_sanitizer sends the op's recipe to a subprocess, and it cannot be: "
+        raise ArgumentTypeError(f"compute_sanitizer sends the op's recipe to a subprocess, and it cannot be: "
                             f"{exc}") from exc
     with tempfile.TemporaryDirectory(prefix="aotbench-sanitizer-") as scratch:
         path = Path(scratch) / "call.pkl"
@@ -241,19 +242,12 @@ def interpret(name: str, tool: str, output: str, stderr: str, returncode: int) -
     return SanitizerReport(tool, findings, summary, output, child_error, api_errors)
 
 
-def _travelling_spec(op: Op, args: tuple):
-    """The op's recipe for the child: built with ``-lineinfo`` (findings then name source lines), and output
-    rules that are functions (often lambdas, which cannot be pickled) replaced by their values for these inputs."""
+def _travelling_spec(op: Op):
+    """The op's recipe for the child: built with ``-lineinfo`` (findings then name source lines), its output
+    rules carried as every recipe leaving the process is (a lambda by cloudpickle: ``portable_spec``)."""
     spec = op.spec
     flags = spec.flags if "-lineinfo" in spec.flags else (*spec.flags, "-lineinfo")
-    out_shape, out_dtype = spec.out_shape, spec.out_dtype
-    if callable(out_shape) or callable(out_dtype):
-        outputs = op.plan_info(*args)["outputs"]
-        if callable(out_shape):
-            out_shape = outputs[0][0] if spec.n_outputs == 1 else tuple(s for s, _ in outputs)
-        if callable(out_dtype):
-            out_dtype = outputs[0][1] if spec.n_outputs == 1 else tuple(d for _, d in outputs)
-    return replace(spec, flags=flags, out_shape=out_shape, out_dtype=out_dtype)
+    return portable_spec(replace(spec, flags=flags), f"compute_sanitizer's recipe of {op.name}")
 
 
 def _child_error(stderr: str) -> str:
@@ -262,4 +256,5 @@ def _child_error(stderr: str) -> str:
     return marked[-1].removeprefix("aotbench-call-error: ") if marked else ""
 
 
-__all__ = ["TOOLS", "ApiError", "Finding", "ParsedReport", "SanitizerReport", "find_compute_sanitizer", "parse_report", "run_compute_sanitizer"]
+__all__ = ["TOOLS", "ApiError", "Finding", "ParsedReport", "SanitizerReport", "find_compute_sanitizer", "parse_report",
+           "run_compute_sanitizer"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..run import devices as seam
 from .timing import Timing, format_ns, gbps
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
 from .comparison import check_positive, interleaved
 from .environment import ProcessFacts, process_facts, sweep_notes
@@ -112,7 +112,7 @@ def measure_point(op: Callable, size: Any, inputs: Callable, reference: Callable
     made = inputs(size, np.random.default_rng(seed))
     args = (made,) if isinstance(made, np.ndarray) else made
     if not isinstance(args, (tuple, list)):
-        raise ArgumentError(f"inputs(size, rng) must return a tuple of arrays, got {type(made).__name__}")
+        raise ArgumentTypeError(f"inputs(size, rng) must return a tuple of arrays, got {type(made).__name__}")
     device = seam.for_call(op, tuple(args))
     args = device.prepare(op, tuple(args))  # a gpu op's inputs live on the device, as its outputs do
     label = getattr(op, "name", getattr(op, "__name__", "op"))
@@ -143,20 +143,20 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
     """
     check_positive("budget_ms", budget_ms)
     if not callable(op) or (reference is not None and not callable(reference)):
-        raise ArgumentError("sweep needs a callable op (and reference, when given)")
+        raise ArgumentTypeError("sweep needs a callable op (and reference, when given)")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ArgumentError(f"seed must be a non-negative int or None, got {seed!r}")
+        raise ArgumentValueError(f"seed must be a non-negative int or None, got {seed!r}")
     if inputs is None:
         points = [_check_shape(s) for s in _as_list(sizes)]
         inputs = functools.partial(random_inputs, count=_arity(op, reference))
     elif callable(inputs):
         points = [int(s) if isinstance(s, np.integer) else s for s in _as_list(sizes)]
     else:
-        raise ArgumentError(f"inputs must be a function (size, rng) -> tuple of arrays, got {inputs!r}")
+        raise ArgumentTypeError(f"inputs must be a function (size, rng) -> tuple of arrays, got {inputs!r}")
     seeds = np.random.SeedSequence(seed).spawn(len(points))
     calls = [(op, size, inputs, reference, budget_ms, s) for size, s in zip(points, seeds)]
     if label is not None and not isinstance(label, str):
-        raise ArgumentError(f"label must be a string, got {label!r}")
+        raise ArgumentTypeError(f"label must be a string, got {label!r}")
     label = label or getattr(op, "name", getattr(op, "__name__", "op"))
     bar = _progress_bar(progress, len(calls), label)
     try:
@@ -173,7 +173,7 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
 def _as_list(sizes: Any) -> list:
     items = [] if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__") else list(sizes)
     if not items:
-        raise ArgumentError(f"sizes must be a non-empty list of ints or shape tuples, got {sizes!r}")
+        raise ArgumentTypeError(f"sizes must be a non-empty list of ints or shape tuples, got {sizes!r}")
     return items
 
 
@@ -186,8 +186,8 @@ def _check_shape(size: Any) -> int | tuple[int, ...]:
         return int(size)
     if isinstance(size, (tuple, list)) and size and all(is_dim(d) for d in size):
         return tuple(int(d) for d in size)
-    raise ArgumentError(f"each size is a length >= 1 or a shape tuple of such dims, got {size!r}; pass inputs= "
-                        "(a function (size, rng) -> arrays) for anything else")
+    raise ArgumentValueError(f"each size is a length >= 1 or a shape tuple of such dims, got {size!r}; pass inputs= "
+                             "(a function (size, rng) -> arrays) for anything else")
 
 
 def _arity(op: Any, reference: Callable | None) -> int:
@@ -204,20 +204,21 @@ def _arity(op: Any, reference: Callable | None) -> int:
     required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
     if required and not any(p.kind is p.VAR_POSITIONAL for p in params):
         return len(required)
-    raise ArgumentError("sweep cannot tell how many inputs the op takes: register them (reg_info with .input(...)), "
-                        "pass a reference with plain positional parameters, or pass inputs=(size, rng) -> arrays")
+    raise ArgumentValueError("sweep cannot tell how many inputs the op takes: register them (reg_info with "
+                             ".input(...)), pass a reference with plain positional parameters, or pass "
+                             "inputs=(size, rng) -> arrays")
 
 
 def _progress_bar(progress: bool | None, total: int, label: str):
     if progress is not None and not isinstance(progress, bool):
-        raise ArgumentError(f"progress must be True, False or None (automatic), got {progress!r}")
+        raise ArgumentTypeError(f"progress must be True, False or None (automatic), got {progress!r}")
     if not (progress if progress is not None else total >= 8):
         return None
     try:
         from tqdm.auto import tqdm  # only when a bar is wanted: tqdm is not a dependency of the core
     except ImportError as exc:
         if progress:
-            raise ArgumentError("progress=True needs tqdm: pip install tqdm (or pass progress=False)") from exc
+            raise ArgumentValueError("progress=True needs tqdm: pip install tqdm (or pass progress=False)") from exc
         return None
     return tqdm(total=total, desc=f"sweep {label}", unit="size")
 
@@ -232,7 +233,7 @@ def _run_points(calls: list[tuple], executor: Any, bar) -> list[SweepPoint]:
                 bar.update(1)
         return results
     if not callable(getattr(executor, "submit", None)):
-        raise ArgumentError(f"executor must be a concurrent.futures.Executor (with .submit), got {executor!r}")
+        raise ArgumentTypeError(f"executor must be a concurrent.futures.Executor (with .submit), got {executor!r}")
     op, _, inputs, reference, _, _ = calls[0]  # the same in every call: checked and wrapped once
     carried = (portable(op, "the op"), portable(inputs, "inputs"),
                None if reference is None else portable(reference, "the reference"))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..run import devices as seam
 
 MIN_SAMPLE_NS = 20_000  # a sample shorter than this is dominated by the clock read (~50-100 ns) and jitter
@@ -66,9 +66,9 @@ def summarize(samples_ns) -> Stats:
     """The statistics of a sequence of per-call times in ns (pure: no clock, no state)."""
     ordered = sorted(float(s) for s in samples_ns)
     if not ordered:
-        raise ArgumentError("no samples to summarize")
+        raise ArgumentValueError("no samples to summarize")
     if any(not math.isfinite(s) or s < 0 for s in ordered):
-        raise ArgumentError("samples must be finite, non-negative times in ns")
+        raise ArgumentValueError("samples must be finite, non-negative times in ns")
     return Stats(median_ns=_quantile(ordered, 0.5), q1_ns=_quantile(ordered, 0.25), q3_ns=_quantile(ordered, 0.75),
                  min_ns=ordered[0], max_ns=ordered[-1], mean_ns=sum(ordered) / len(ordered), count=len(ordered))
 
@@ -168,11 +168,11 @@ def flush_buffer_bytes() -> int:
 
 def _check_args(budget_ms: float, warmup: int | None, min_samples: int, max_samples: int) -> None:
     if isinstance(budget_ms, bool) or not isinstance(budget_ms, (int, float)) or not budget_ms > 0:
-        raise ArgumentError(f"budget_ms must be a positive number of milliseconds, got {budget_ms!r}")
+        raise ArgumentValueError(f"budget_ms must be a positive number of milliseconds, got {budget_ms!r}")
     if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
-        raise ArgumentError(f"warmup is a number of calls (an int >= 0) or None for automatic, got {warmup!r}")
+        raise ArgumentValueError(f"warmup is a number of calls (an int >= 0) or None for automatic, got {warmup!r}")
     if not (isinstance(min_samples, int) and isinstance(max_samples, int) and 1 <= min_samples <= max_samples):
-        raise ArgumentError(f"need 1 <= min_samples <= max_samples, got {min_samples} and {max_samples}")
+        raise ArgumentValueError(f"need 1 <= min_samples <= max_samples, got {min_samples} and {max_samples}")
 
 
 def _batch_ns(fn: Callable, args: tuple, number: int, timer: Callable[[], int]) -> int:
@@ -208,7 +208,7 @@ def bench(fn: Callable, *args: Any, budget_ms: float = 200.0, warmup: int | None
     """
     _check_args(budget_ms, warmup, min_samples, max_samples)
     if not callable(fn):
-        raise ArgumentError(f"bench needs a callable, got {type(fn).__name__}")
+        raise ArgumentTypeError(f"bench needs a callable, got {type(fn).__name__}")
     return seam.for_call(fn, args).bench(fn, args, budget_ms=budget_ms, warmup=warmup, flush_cache=flush_cache,
                                          graph=graph, min_samples=min_samples, max_samples=max_samples,
                                          label=label, timer=timer)
@@ -219,7 +219,7 @@ def bench_host(fn: Callable, args: tuple, *, budget_ms: float, warmup: int | Non
                timer: Callable[[], int]) -> Timing:
     """The cpu's clock for :func:`bench` (arguments already checked)."""
     if graph:
-        raise ArgumentError("graph=True replays a CUDA graph: it is for gpu ops and callables on device arrays")
+        raise ArgumentValueError("graph=True replays a CUDA graph: it is for gpu ops and callables on device arrays")
     flush_cache = bool(flush_cache)
     label = label if label is not None else getattr(fn, "name", getattr(fn, "__name__", ""))
     budget_ns = budget_ms * 1e6

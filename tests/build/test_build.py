@@ -21,7 +21,7 @@ import aotbench
 from aotbench._version import HEADER_VERSION
 from aotbench.build import compile as build_mod
 from aotbench.build.compile import build, parse_depfile, parse_diagnostics
-from aotbench.errors import Diagnostic
+from aotbench.build.diagnostics import Diagnostic
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "kernels" / "build_elementwise.cc.in"
 BASE_FLAGS = ["-std=c++17", "--shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=0"]
@@ -62,6 +62,7 @@ def fake_gxx(directory: Path, script: str) -> Path:
 
 # -- the command ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_command_is_the_documented_argv_with_user_flags_appended(tmp_path, rng, monkeypatch):
     """``artifact.command`` and ``op.command`` are exactly ABI.md section 6's list, then the user's flags; a source
     that opens with the header also pre-includes the precompiled header's link (after the include folders), and
@@ -91,6 +92,7 @@ def test_command_is_the_documented_argv_with_user_flags_appended(tmp_path, rng, 
     assert_computes(op, lambda x: x * 3.0 + 0.5, rng)
 
 
+@pytest.mark.slow
 def test_flags_reach_the_compiler_in_order(tmp_path, rng):
     """User flags are appended after the source, in the order given, and really change the binary."""
     src = write_kernel(tmp_path / "src" / "scaled.cc", "x[i] * SCALE",
@@ -144,6 +146,7 @@ def test_manifest_records_how_the_library_was_built(tmp_path):
     assert artifact.manifest == manifest
 
 
+@pytest.mark.slow
 def test_same_file_name_in_two_folders_gives_two_libraries(tmp_path, rng):
     """Two different ``kernel.cc`` in different folders build two libraries, and each op runs its own code
     (MindSpore's cache keyed on the base name, so the second op silently ran the first one's kernel)."""
@@ -157,6 +160,7 @@ def test_same_file_name_in_two_folders_gives_two_libraries(tmp_path, rng):
     assert_computes(op2, lambda x: x + 5.0, rng)
 
 
+@pytest.mark.slow
 def test_directory_with_spaces_and_quotes_builds_and_runs(tmp_path, rng):
     """A kernel (and a header beside it) in a folder whose name has spaces, quotes, ``$`` and ``#`` builds with an
     argv list (no shell), the dependency file is parsed back to the exact header path, and the op runs."""

@@ -107,6 +107,7 @@ def gxx(gxx_wrapper, tmp_path, monkeypatch) -> CountingGxx:
 
 # -- hits ----------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hit_does_not_run_the_compiler(gxx, tmp_path, rng):
     """The first build compiles once with the g++ found on PATH; a second build() and a second Custom() are hits
     that run no compiler at all (not even an identity probe: it is memoised)."""
@@ -136,6 +137,7 @@ def test_hit_does_not_run_the_compiler(gxx, tmp_path, rng):
     assert_computes(again, lambda x: x * 3.0 - 1.0, rng)
 
 
+@pytest.mark.slow
 def test_compiler_identity_is_part_of_the_key(tmp_path, monkeypatch, rng):
     """A different compiler binary at the same path (an upgrade) is a miss; so is another g++ on PATH."""
     bin_dir = tmp_path / "bin"
@@ -162,6 +164,7 @@ def test_compiler_identity_is_part_of_the_key(tmp_path, monkeypatch, rng):
     assert_computes(make_op(after.path), lambda x: x + 2.0, rng)
 
 
+@pytest.mark.slow
 def test_versions_are_part_of_the_key(tmp_path, monkeypatch):
     """A new header version or aotbench version is a miss (kernels compiled against the old header are not reused)."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i]")
@@ -177,6 +180,7 @@ def test_versions_are_part_of_the_key(tmp_path, monkeypatch):
 
 # -- misses --------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_edited_source_is_a_miss_and_the_old_library_stays(gxx, tmp_path, rng):
     """Editing the source gives a new key and a new file; the old library is still there, byte for byte, and an
     op already holding it keeps running the old code in the same process."""
@@ -195,6 +199,7 @@ def test_edited_source_is_a_miss_and_the_old_library_stays(gxx, tmp_path, rng):
     assert_computes(reloaded, lambda x: x * 2.0, rng)
 
 
+@pytest.mark.slow
 def test_edited_header_is_a_miss_and_reverting_it_hits(gxx, tmp_path, rng):
     """A header beside the source, included with quotes, is part of the key: editing it rebuilds (new results),
     restoring its old content finds the first library again without compiling."""
@@ -221,6 +226,7 @@ def test_edited_header_is_a_miss_and_reverting_it_hits(gxx, tmp_path, rng):
     assert_computes(edited, lambda x: x * 2.0 - 4.25, rng)
 
 
+@pytest.mark.slow
 def test_same_size_header_edit_is_a_miss(gxx, tmp_path):
     """An edit that keeps the header's size (only its mtime and content change) is still seen."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * K", prelude='#include "k.h"')
@@ -249,6 +255,7 @@ def test_new_header_shadowing_an_included_one_is_a_miss(tmp_path, rng):
     assert_computes(make_op(second.path), lambda x: x * 2.0, rng)
 
 
+@pytest.mark.slow
 def test_header_edited_during_the_compile_is_a_miss_next_time(tmp_path, monkeypatch, rng):
     """A header saved while g++ is compiling (an editor autosave) must not be recorded as what was compiled."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * K", prelude='#include "k.h"')
@@ -269,6 +276,7 @@ def test_header_edited_during_the_compile_is_a_miss_next_time(tmp_path, monkeypa
     assert_computes(make_op(second.path), lambda x: x * 9.0, rng)
 
 
+@pytest.mark.slow
 def test_changed_flags_are_a_miss(gxx, tmp_path):
     """Different flags are a different library; the same flags again are a hit."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] - 3.0f")
@@ -283,6 +291,7 @@ def test_changed_flags_are_a_miss(gxx, tmp_path):
     assert len(gxx.compiles(src)) == 3
 
 
+@pytest.mark.slow
 def test_force_recompiles(gxx, tmp_path, rng):
     """``force=True`` runs the compiler even when the library is cached (build() and Custom())."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * 0.5f")
@@ -312,6 +321,7 @@ print(json.dumps({"path": str(artifact.path), "hit": artifact.cache_hit}), flush
 """
 
 
+@pytest.mark.slow
 def test_concurrent_builders_compile_once(gxx, tmp_path, monkeypatch, rng):
     """Eight processes released together build the same new kernel: exactly one compile (the others wait on the
     lock and then hit), all succeed with the same library, and no scratch file is left behind."""
@@ -342,6 +352,7 @@ def test_concurrent_builders_compile_once(gxx, tmp_path, monkeypatch, rng):
     assert_computes(op, lambda x: x * x - 2.0, rng)
 
 
+@pytest.mark.slow
 def test_build_killed_half_way_leaves_no_stale_lock_and_no_artifact(gxx, tmp_path, monkeypatch, rng):
     """A builder killed (SIGKILL, with its compiler) in the middle of a compile: the OS releases its lock, nothing
     was published, and the next build compiles at once and works."""
@@ -370,6 +381,7 @@ def test_build_killed_half_way_leaves_no_stale_lock_and_no_artifact(gxx, tmp_pat
     assert_computes(make_op(artifact.path), lambda x: x * 3.0 - 1.0, rng)
 
 
+@pytest.mark.slow
 def test_full_disk_is_a_clear_error_and_leaves_nothing_half_written(tmp_path, rng):
     """The cache on a tiny filesystem that fills up: the build fails with an aotbench error saying there is no
     space, publishes nothing, and works again once there is room."""
@@ -451,6 +463,7 @@ def test_deleted_manifest_is_rebuilt(gxx, tmp_path, rng):
     pytest.param(b'{"entries": [{"key": "x", "deps": [[null, 1, 2, "ab"]]}]}', id="dep-path-null"),
     pytest.param(b'{"entries": [{"key": "../../escape", "deps": []}]}', id="key-outside-cache"),
 ])
+@pytest.mark.slow
 def test_garbage_index_is_rebuilt(gxx, tmp_path, garbage):
     """A damaged index file (any JSON or not JSON at all) is treated as empty: the build compiles again and
     rewrites it, without crashing."""
@@ -479,6 +492,7 @@ def test_cache_directory_is_created_private(tmp_path):
     assert stat.S_IMODE(artifact.manifest_path.stat().st_mode) & 0o077 == 0
 
 
+@pytest.mark.slow
 def test_aotbench_cache_dir_is_read_at_call_time(tmp_path, monkeypatch, rng):
     """Without cache_dir=, build() and Custom() use $AOTBENCH_CACHE_DIR as it is when they are called."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i] * 1.5f")
@@ -491,6 +505,7 @@ def test_aotbench_cache_dir_is_read_at_call_time(tmp_path, monkeypatch, rng):
     assert_computes(op, lambda x: x * 1.5, rng)
 
 
+@pytest.mark.slow
 def test_cache_dir_argument_wins_over_the_environment(tmp_path, monkeypatch):
     """cache_dir= (a str or a Path) is used instead of $AOTBENCH_CACHE_DIR."""
     src = write_kernel(tmp_path / "src" / "k.cc", "x[i]")

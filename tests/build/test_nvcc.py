@@ -64,6 +64,7 @@ def test_arch_choice_without_a_gpu_drops_rejected_archs_and_keeps_ptx(axpy):
         assert f"sm_{kept[-1]}" in listing
 
 
+@pytest.mark.slow
 def test_explicit_arch_override_is_used_and_recorded():
     """arch="sm_90" builds exactly that (machine code + PTX) and says so in the manifest; a bad arch is refused."""
     op = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="sm_90")
@@ -134,6 +135,7 @@ def test_missing_nvcc_is_a_toolchain_error(monkeypatch, tmp_path):
         build(KERNEL)
 
 
+@pytest.mark.slow
 def test_the_probe_is_not_a_user_flag():
     """A rebuild with another flag names only that flag as the change, not the pre-included probe."""
     from aotbench.build.compile import describe_change
@@ -148,6 +150,7 @@ def test_the_probe_is_not_a_user_flag():
     ("saxpy.cu", "Saxpy", {"saxpy4", "saxpy_tail"}),
     ("add_reduce.cu", "AddReduce", {"row_sums<true>", "row_sums<false>", "column_partials", "add_partials"}),
 ])
+@pytest.mark.slow
 def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
     from aotbench.run.gpu import kernel_names
 
@@ -159,6 +162,7 @@ def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
     assert all(r["spill_stores"] == 0 and r["registers"] <= 64 for r in op.resources)
 
 
+@pytest.mark.slow
 def test_fused_example_asks_for_its_workspace_in_bytes_and_none_for_unknown_dims(rng):
     """AddReduce's Init for axis=0: one partial row of floats per chunk of rows, where the rows are cut into as
     many chunks (at most 32, at most one per row) as give the first pass about 2048 blocks of 256 columns; so a
@@ -190,6 +194,7 @@ def test_short_kernel_names():
     assert nvcc.short_kernel_name("axpy_kernel(float, float const*)") == "axpy_kernel"
 
 
+@pytest.mark.slow
 def test_nvcc_compile_errors_are_parsed_with_their_lines(tmp_path):
     """nvcc's front end writes ``file(line): error: ...``: each becomes a diagnostic with its line."""
     source = tmp_path / "broken kernel.cu"
@@ -203,6 +208,7 @@ def test_nvcc_compile_errors_are_parsed_with_their_lines(tmp_path):
     assert f"{source}:3: error: identifier" in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_launch_without_the_stream_is_noted(tmp_path):
     """<<<grid, block>>> runs on the default stream, not the one the kernel is given: the build says so, with the
     line; launches that pass the stream (or sit in comments) are not noted."""
@@ -243,6 +249,7 @@ def _arch_choice_with_fake_driver(tmp_path, **env) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_the_architecture_is_the_cuda_drivers_device_0_even_without_nvidia_smi(tmp_path):
     """The arch comes from the driver (device 0 as CUDA orders them, CUDA_VISIBLE_DEVICES applied), so a GPU
     machine without nvidia-smi still gets its own machine code, not only PTX its driver might refuse."""

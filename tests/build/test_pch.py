@@ -27,7 +27,7 @@ from aotbench.build.compile import build
 TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "kernels" / "build_elementwise.cc.in"
 OURS = Path(aotbench.get_include()) / "custom_aot_extra.h"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH"), pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)

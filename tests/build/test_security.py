@@ -74,6 +74,7 @@ def test_another_users_directory_is_refused(tmp_path):
 
 
 @needs_gxx
+@pytest.mark.slow
 def test_a_built_library_is_not_loaded_once_the_cache_is_opened_up(tmp_path, rng):
     src = kernel(tmp_path / "src" / "k.cc")
     root = tmp_path / "cache"
@@ -120,6 +121,7 @@ def test_bad_attribute_names_are_refused(tmp_path, name):
 
 
 @needs_gxx
+@pytest.mark.slow
 def test_paths_with_spaces_and_quotes_work(tmp_path, rng):
     folder = tmp_path / """we'ird "dir" name"""
     folder.mkdir()

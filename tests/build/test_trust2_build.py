@@ -142,6 +142,7 @@ def header_kernel(folder: Path, factor: str) -> Path:
     return src
 
 
+@pytest.mark.slow
 def test_header_replaced_by_same_size_content_with_the_old_mtime_is_rebuilt(tmp_path, trusted_stat, rng):
     src = header_kernel(tmp_path / "src", "2.5f")
     cache_dir = tmp_path / "cache"
@@ -163,6 +164,7 @@ def test_header_replaced_by_same_size_content_with_the_old_mtime_is_rebuilt(tmp_
     assert build.build(src, cache_dir=cache_dir).cache_hit  # and the new build is found by its stat again
 
 
+@pytest.mark.slow
 def test_header_symlink_repointed_to_a_same_size_same_mtime_file_is_rebuilt(tmp_path, trusted_stat, rng):
     folder = tmp_path / "src"
     src = header_kernel(folder, "1.5f")
@@ -184,6 +186,7 @@ def test_header_symlink_repointed_to_a_same_size_same_mtime_file_is_rebuilt(tmp_
                                   np.float32(9.5) * x)
 
 
+@pytest.mark.slow
 def test_index_entries_without_the_file_identity_are_checked_by_content(tmp_path, trusted_stat, rng):
     src = header_kernel(tmp_path / "src", "3.5f")
     cache_dir = tmp_path / "cache"
@@ -208,6 +211,7 @@ def test_index_entries_without_the_file_identity_are_checked_by_content(tmp_path
 
 
 # -- item 8: the cell's own text wins over its cached file ----------------------------------------------------
+@pytest.mark.slow
 def test_rerunning_an_unchanged_cell_compiles_the_cell_not_its_edited_file(tmp_path, rng):
     from ipython_shell import aotbench_shell
 
@@ -280,6 +284,7 @@ print("LATER", build.build(quick, cache_dir=cache_dir).cache_hit)
 """
 
 
+@pytest.mark.slow
 def test_interrupted_build_leaves_no_compiler_running_and_the_cache_works(tmp_path):
     slow, quick = tmp_path / "slow.cc", tmp_path / "quick.cc"
     slow.write_text(SLOW_SOURCE)
@@ -431,6 +436,7 @@ def test_a_cell_is_not_written_into_a_cells_folder_others_can_write(tmp_path):
 OMP_KERNEL = scale_kernel("Omp", "1.0f + 0.0f * omp_get_thread_num()", "#include <omp.h>\n")
 
 
+@pytest.mark.slow
 def test_openmp_symbols_missing_name_fopenmp_not_lm(tmp_path, rng):
     src = tmp_path / "omp.cc"
     src.write_text(OMP_KERNEL)

@@ -93,6 +93,7 @@ def mindspore_style_folder(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_run_dash_m_pytest_runs_mindspore_style_tests_and_they_can_fail(tmp_path):
     folder = mindspore_style_folder(tmp_path)
     done = run_aotbench("run", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_add_reduce.py", cwd=folder)

@@ -24,6 +24,8 @@ import aotbench
 from aotbench.native import elf
 from aotbench.build.compile import build
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "bench" / "kernels" / "scale.cc"  # out = 2 * x, float32, any shape
 

@@ -130,6 +130,7 @@ def test_dynamic_symbols_of_out_of_range_offset_is_empty(symbols_lib):
 # 2. A kernel built with the new std::string ABI
 # ---------------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_new_string_abi_library_is_refused_before_loading(tmp_path, monkeypatch, rng):
     """A kernel built with -D_GLIBCXX_USE_CXX11_ABI=1 really imports std::__cxx11 symbols, and Custom refuses
     it with AbiMismatchError without even loading it (its load-time constructor never runs). The same source

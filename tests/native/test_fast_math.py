@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "tests" / "support" / "kernels" / "trust_scratch.cc"
 

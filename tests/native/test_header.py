@@ -279,6 +279,7 @@ def _expected_all_attrs(a: dict, x: np.ndarray) -> tuple[np.ndarray, list[int], 
     return y, ints, floats
 
 
+@pytest.mark.slow
 def test_kernel_built_against_independent_header(tmp_path, rng):
     """The native host runs a kernel compiled against an independently written copy of the layout.
 
@@ -307,6 +308,7 @@ def test_kernel_built_against_independent_header(tmp_path, rng):
 # ---------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cpp_type", ["int", "double", "std::vector<int>"])
+@pytest.mark.slow
 def test_unsupported_attr_type_is_a_compile_error(tmp_path, cpp_type):
     """Attr<T> for a T outside the eight is refused at compile time, naming the supported types (MindSpore's
     header would silently return T())."""
@@ -382,6 +384,7 @@ def test_header_version_matches_python(tmp_path):
 
 
 @pytest.mark.parametrize("std", ["c++14", "c++17", "c++20"])
+@pytest.mark.slow
 def test_header_compiles_alone_without_warnings(tmp_path, std):
     """A translation unit holding only the include compiles with -Wall -Wextra -Werror (self-contained)."""
     tu = tmp_path / "alone.cc"

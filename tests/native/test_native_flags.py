@@ -81,6 +81,7 @@ def test_gcc_resolves_march_native_to_a_concrete_cpu():
 
 # -- the build's key -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_manifest_records_the_resolution_and_the_same_machine_hits(tmp_path, rng):
     src = kernel(tmp_path / "src" / "k.cc", "x[i] * 2.0f + 1.0f")
     cache_dir = tmp_path / "cache"
@@ -98,6 +99,7 @@ def test_manifest_records_the_resolution_and_the_same_machine_hits(tmp_path, rng
     np.testing.assert_allclose(op(x), x * 2.0 + 1.0, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_another_cpu_misses_and_rebuilds_under_its_own_key(tmp_path, monkeypatch):
     src = kernel(tmp_path / "src" / "k.cc", "x[i] - 3.0f")
     cache_dir = tmp_path / "cache"

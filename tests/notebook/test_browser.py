@@ -31,7 +31,7 @@ import pytest
 
 import browser_support as support
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "support" / "browser" / "explore_panel.ipynb"
 FIRST_RUN_TIMEOUT_MS = 180_000      # kernel start + compiling the native host and the kernel on a cold cache

@@ -10,6 +10,8 @@ import pytest
 import aotbench
 import browser_support as support
 
+pytestmark = pytest.mark.slow
+
 # JupyterLab 4's theme colours: --jp-layout-color0 and --jp-content-font-color1 of the light and dark themes
 THEMES = {"light": ("#ffffff", "rgba(0, 0, 0, 0.87)"), "dark": ("#111111", "rgba(255, 255, 255, 1)")}
 WCAG_AA = 4.5

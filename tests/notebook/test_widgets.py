@@ -179,14 +179,14 @@ def test_hot_reload_refreshes_the_open_panel(tmp_path, rng):
     panel = op.explore(x, reference=lambda x, scale, crash_above: x * np.float32(scale), debounce_ms=0, budget_ms=2)
     assert "aotb-pass" in text(panel.stats)
     src.write_text(SCALE.read_text().replace("x[i] * scale", "x[i] * scale + 1.0f"))
-    op._adopt(aotbench.Custom(f"{src}:Scale", lambda s: s, np.float32, attrs=attrs))
+    op.reload_from(aotbench.Custom(f"{src}:Scale", lambda s: s, np.float32, attrs=attrs))
     assert "reloaded" in text(panel.title)
     np.testing.assert_allclose(panel.last["output"], x * 2 + 1, rtol=1e-6)
     assert "aotb-fail" in text(panel.stats)  # the new build disagrees with the reference, and the panel says so
     src.write_text("this is not C++")
     with pytest.raises(CompileError) as info:
         aotbench.Custom(f"{src}:Scale", lambda s: s, np.float32, attrs=attrs)
-    op._reload_failed(info.value)
+    op.reload_failed(info.value)
     assert "CompileError" in text(panel.error) and "previous build" in text(panel.title)
 
 
@@ -271,6 +271,7 @@ def test_set_goes_past_a_slider_end_and_errors_keep_the_settings(panel):
     assert panel.summary().startswith("axis=-1, keep_dim=False, m=300, n=5: KernelError")
 
 
+@pytest.mark.slow
 def test_an_isolated_panel_keeps_few_workers_alive_while_attributes_change(rng):
     op = aotbench.Custom(f"{SCALE}:Scale", lambda s: s, np.float32, attrs={"scale": 1.0, "crash_above": -1},
                          isolate=True, timeout_s=60)

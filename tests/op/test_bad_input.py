@@ -43,6 +43,7 @@ def printable(err: BaseException) -> str:
 # -- dims and ranks ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dims", [(2**63,), (2**64 + 5, 1), (3, 2**70)])
+@pytest.mark.slow
 def test_infer_shape_refuses_dims_outside_int64(dims):
     """op.infer_shape with a dim the kernel cannot read as int64_t is a ShapeError naming the dim, not a wrapped
     value returned as the answer."""

@@ -329,13 +329,14 @@ def test_unsupported_dtype(fail, rng, case):
     {"func": f"{ERRORS_SRC}:Fail", "out_shape": ((3,), (3,)), "out_dtype": (np.float32,) * 3},
 ], ids=lambda kw: "-".join(f"{k}={v!r}"[:40] for k, v in kw.items() if k != "func") or repr(kw["func"])[-20:])
 def test_bad_custom_arguments(session_cache, kwargs):
-    """Malformed Custom arguments are ArgumentErrors (a TypeError), raised before anything is built."""
+    """Malformed Custom arguments are ArgumentErrors, raised before anything is built: a TypeError for an argument
+    of the wrong type (func=42, flags, reg_info), a ValueError for a value that is not allowed."""
     kwargs = dict(kwargs)
     func = kwargs.pop("func")
     kwargs.setdefault("out_shape", (3,))
     with pytest.raises(aotbench.ArgumentError) as info:
         aotbench.Custom(func, **kwargs)
-    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, TypeError if func == 42 or {"flags", "reg_info"} & set(kwargs) else ValueError)
 
 
 def test_bad_custom_arguments_other_way_of_passing(session_cache):
@@ -350,7 +351,8 @@ def test_bad_custom_arguments_other_way_of_passing(session_cache):
 # -- the error classes --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, builtin", [
     ("KernelError", RuntimeError), ("AttrError", TypeError), ("SymbolNotFoundError", AttributeError),
-    ("ShapeError", ValueError), ("ArgumentError", TypeError), ("LoadError", OSError),
+    ("ShapeError", ValueError), ("ArgumentError", Exception), ("ArgumentTypeError", TypeError),
+    ("ArgumentValueError", ValueError), ("AttrMemoryError", MemoryError), ("LoadError", OSError),
     ("ToolchainNotFoundError", FileNotFoundError), ("DeviceUnavailableError", RuntimeError),
     ("CacheError", OSError), ("CompileError", Exception), ("AbiMismatchError", Exception),
 ])

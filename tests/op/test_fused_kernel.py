@@ -89,6 +89,7 @@ def test_refuses_bad_axis(session_cache, rng):
         assert info.value.status == 2
 
 
+@pytest.mark.slow
 def test_the_benchmarking_notebook_ships_this_very_kernel():
     """03_benchmarking.ipynb's fused cell is examples/add_reduce_fast.cc, so the bench measures what it shows."""
     import nbformat

@@ -37,6 +37,7 @@ arguments = st.lists(st.one_of(arrays, arrays, junk), min_size=0, max_size=4)
 
 @SETTINGS
 @given(args=arguments)
+@pytest.mark.slow
 def test_any_call_gives_a_correct_result_or_an_aotbench_error(op, args):
     try:
         out = op(*args)

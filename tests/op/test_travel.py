@@ -85,6 +85,7 @@ def test_unpickling_compiles_nothing_and_writes_nothing(tmp_path):
     assert "not built yet" in out.stdout and not cache.exists()
 
 
+@pytest.mark.slow
 def test_a_prebuilt_library_travels_as_its_path_and_loads_on_first_use(tmp_path, rng):
     op = make_op(tmp_path / "made", factor=2.0)
     prebuilt = aotbench.Custom(f"{op.artifact.path}:K", lambda s: s, np.float32)
@@ -120,6 +121,7 @@ def test_a_process_pool_with_plain_pickle_carries_a_lambda_rule(tmp_path, rng):
     np.testing.assert_array_equal(got, expected(x, 3.0))
 
 
+@pytest.mark.slow
 def test_a_cell_op_travels_to_another_cache(tmp_path, rng):
     from IPython.utils.capture import capture_output
 
@@ -216,6 +218,7 @@ def test_a_sweep_on_a_dask_cluster_with_the_source_gone(tmp_path, dask_cluster, 
     assert any(built), "no worker built the kernel"
 
 
+@pytest.mark.slow
 def test_carried_files_land_in_the_receivers_cache_and_prune_removes_them(tmp_path, monkeypatch, rng):
     from aotbench.build import cache_admin
 
@@ -249,6 +252,7 @@ def test_relative_paths_are_made_absolute_where_the_op_was_made(tmp_path, monkey
     np.testing.assert_array_equal(pickle.loads(data)(x), expected(x, 1.25))
 
 
+@pytest.mark.slow
 def test_what_cannot_be_vouched_for_refuses_to_travel(tmp_path):
     from aotbench.build import cache_admin
 

@@ -27,9 +27,10 @@ import numpy as np
 import pytest
 
 import aotbench
-from aotbench.errors import AttrError, CompileError, Diagnostic, ShapeError
+from aotbench.build.diagnostics import Diagnostic
+from aotbench.errors import AttrError, CompileError, ShapeError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mindspore"))  # its fixture: real MindSpore
 import test_mindspore  # noqa: E402
 from ipython_shell import aotbench_shell  # noqa: E402
 

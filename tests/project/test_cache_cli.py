@@ -22,7 +22,7 @@ from aotbench.build.compile import build
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "kernels" / "build_elementwise.cc.in"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH"), pytest.mark.slow]
 
 
 def kernel(directory: Path, name: str, expr: str) -> Path:

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "aotbench"
 # (within a layer the imports must not form a cycle). Lazy imports inside functions are the accessors' way up
 # (op.check, op.bench, op.explore, errors rendering themselves in IPython) and are not checked here.
 LAYERS = [
-    ["aotbench.errors", "aotbench._version", "aotbench.native"],
+    ["aotbench.errors", "aotbench._version", "aotbench._userframe", "aotbench.native"],
     ["aotbench.build"],
     ["aotbench.spec"],
     ["aotbench.run"],
@@ -27,7 +27,7 @@ LAYERS = [
     ["aotbench.notebook", "aotbench.cli"],
     ["aotbench", "aotbench.__main__"],
 ]
-TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "plots"}
+TOP_LEVEL = {"__init__", "__main__", "_userframe", "_version", "errors", "plots"}
 UI_MODULES = {"aotbench.notebook.magic", "aotbench.notebook.widgets", "aotbench.plots"}
 
 
@@ -122,6 +122,7 @@ def _run(code: str) -> str:
 
 
 @pytest.mark.parametrize("module", CORE)
+@pytest.mark.slow
 def test_core_module_imports_no_ui_library(module):
     """Each core module, imported alone in a fresh interpreter, leaves every UI library unimported."""
     loaded = json.loads(_run(f"import sys, json, {module}; print(json.dumps(sorted(sys.modules)))"))
@@ -129,6 +130,7 @@ def test_core_module_imports_no_ui_library(module):
     assert leaked == [], f"{module} imported {leaked}"
 
 
+@pytest.mark.slow
 def test_import_is_fast_relative_to_numpy():
     """``import aotbench`` costs little beyond numpy itself (ratio, not absolute time: the machine is noisy)."""
     code = ("import time; t=time.perf_counter(); import numpy; t1=time.perf_counter(); import aotbench; "

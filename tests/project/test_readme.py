@@ -10,8 +10,11 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import aotbench
+
+pytestmark = pytest.mark.slow
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

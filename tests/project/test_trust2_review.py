@@ -22,6 +22,8 @@ import pytest
 import aotbench
 from aotbench.errors import FloatingPointEnvWarning
 
+pytestmark = pytest.mark.slow
+
 ROOT = str(Path(__file__).resolve().parents[2])
 
 KERNEL = r"""

@@ -19,6 +19,8 @@ import pytest
 
 import aotbench
 
+pytestmark = pytest.mark.slow
+
 SCRATCH = Path(__file__).resolve().parents[1] / "support" / "kernels" / "trust_scratch.cc"
 THREADS = 8
 CALLS = 200

@@ -61,6 +61,7 @@ def test_the_rewrite_keeps_the_arguments_and_drops_stream_and_shared_bytes():
 
 
 @pytest.mark.parametrize("keep_dim", [False, True])
+@pytest.mark.slow
 def test_column_sums_on_the_host_match_numpy(on_host, rng, keep_dim):
     op = aotbench.Custom(f"{on_host}:AddReduce", None, np.float32, attrs={"axis": 0, "keep_dim": keep_dim},
                          guard=True)

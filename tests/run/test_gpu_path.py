@@ -117,6 +117,7 @@ def test_an_error_at_synchronization_is_a_sticky_cuda_error(cp, rng):
     assert "compute_sanitizer" in str(info.value)
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_refused_before_the_kernel(cp, rng):
     op = axpy()
     x = device(cp, rng, 8)
@@ -146,6 +147,7 @@ def test_the_launcher_reuses_its_outputs_and_does_not_synchronize(cp, rng):
         aotbench.Custom(FAULTS, None, np.float32, attrs={"mode": "ok", "extra": 0, "delta": 0.0}).launcher(x)
 
 
+@pytest.mark.slow
 def test_bench_of_a_gpu_op_takes_the_device_path(cp, rng):
     x, y = device(cp, rng, 1000), device(cp, rng, 1000)
     cp.allocations.clear()
@@ -187,6 +189,7 @@ def test_graph_capture_runs_on_a_blocking_stream(cp, rng):
     assert "default stream" in HINTS["cudaErrorStreamCaptureImplicit"]
 
 
+@pytest.mark.slow
 def test_compare_and_sweep_of_a_gpu_op(cp, rng):
     x, y = device(cp, rng, 500), device(cp, rng, 500)
     result = aotbench.compare({"op": axpy(2.0, stream=-1), "ref": lambda a, b: 2 * a + b}, x, y, budget_ms=20)
@@ -196,6 +199,7 @@ def test_compare_and_sweep_of_a_gpu_op(cp, rng):
     assert all(p.timing.device == "gpu" and p.max_abs_error < 1e-5 for p in sweep.points)
 
 
+@pytest.mark.slow
 def test_a_gpu_sweep_records_its_shapes_and_the_devices_roofline(cp, rng, monkeypatch):
     """The sweep asks the op's device: the input shapes of device arrays are recorded (they are not numpy
     arrays), and the roofline is the device's copy bandwidth, not the host's numpy copy."""

@@ -52,6 +52,7 @@ def no_warnings(fn, *args):
 
 
 # -- the aot tutorial's kernel, called plainly ------------------------------------------------------------------
+@pytest.mark.slow
 def test_tutorial_kernel_first_call_warns_with_check_modes_sentences_and_shows_poison(rng):
     op = tutorial()
     x, y = rand(rng, 4, 5), rand(rng, 4, 5)
@@ -314,6 +315,7 @@ print(json.dumps(lines))
 """
 
 
+@pytest.mark.slow
 def test_the_panel_survives_the_tutorial_kernel_writing_out_of_bounds(session_cache):
     pytest.importorskip("ipywidgets")
     env = dict(os.environ, AOTBENCH_CACHE_DIR=str(session_cache), PYTHONPATH=str(ROOT))

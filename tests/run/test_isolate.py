@@ -95,6 +95,7 @@ def inproc():
 # -- crashes -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode, sig", [("segv", "SIGSEGV"), ("abort", "SIGABRT"), ("fpe", "SIGFPE"),
                                        ("bus", "SIGBUS"), ("stack", "SIGSEGV")])
+@pytest.mark.slow
 def test_crash_names_the_signal_and_the_next_call_works(iso, rng, mode, sig):
     assert_correct(iso, rng)
     worker = iso.worker_pid
@@ -119,6 +120,7 @@ def test_crash_names_the_signal_and_the_next_call_works(iso, rng, mode, sig):
     assert iso.worker_pid not in (None, worker)
 
 
+@pytest.mark.slow
 def test_hang_times_out_and_the_next_call_works(rng):
     op = aotbench.Custom(FUNC, None, None, reg_info=reg(), isolate=True, timeout_s=1.0)
     try:
@@ -137,6 +139,7 @@ def test_hang_times_out_and_the_next_call_works(rng):
         op.close()
 
 
+@pytest.mark.slow
 def test_a_crash_while_planning_is_isolated_too(rng, tmp_path):
     """InferShape and Init run in the worker as well: a segfault there is a KernelCrashedError."""
     src = tmp_path / "iso_init_crash.cc"
@@ -274,6 +277,7 @@ def test_arguments_are_validated():
 
 
 # -- shared memory -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_no_shared_memory_leak_after_many_calls_crashes_and_close(rng):
     before, mapped = shm_blocks(), mapped_arenas()  # the module's op maps its own arena
     op = aotbench.Custom(FUNC, None, None, reg_info=reg(), isolate=True, timeout_s=1.0)
@@ -344,6 +348,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_magic_isolate_binds_an_isolated_op(tmp_path):
     """Through IPython's real shell, in a fresh interpreter (globalipapp's shell is one per process, and the
     segfault must leave that process running)."""

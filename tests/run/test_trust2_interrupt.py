@@ -22,6 +22,8 @@ import pytest
 
 import browser_support as support
 
+pytestmark = pytest.mark.slow
+
 ROOT = str(Path(__file__).resolve().parents[2])  # this checkout's aotbench, also in the child processes
 
 LOOP_KERNEL = r"""

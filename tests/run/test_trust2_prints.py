@@ -83,6 +83,7 @@ def _streams(cell, name: str) -> str:
 
 
 @pytest.mark.parametrize("name,printed", [("op", "k"), ("cout", "c7\n")])
+@pytest.mark.slow
 def test_in_process_prints_show_in_the_cell_in_order(notebook, name, printed):
     """In-process: the kernel's stdout lands between the cell's two prints, in every cell (this failed in 7 of
     10 cells for a print without a newline: ipykernel reads fd 1 on a thread of its own)."""

@@ -154,6 +154,7 @@ def test_dtype_format_picks_output_dtype(typed_op, rng, in_dtype, out_dtype):
     np.testing.assert_array_equal(out, x.astype(out_dtype) + y.astype(out_dtype))
 
 
+@pytest.mark.slow
 def test_bf16_row(rng):
     """BF16_Default rows work with ml_dtypes bfloat16 inputs (bf16 + bf16 -> float32)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")

@@ -16,6 +16,8 @@ from aotbench.tools.codeview import host_asm, binaries as tools
 from aotbench.tools.codeview.inspection import CPU_EXTRA
 from aotbench.errors import AotbenchError, ArgumentError, ToolchainNotFoundError
 
+pytestmark = pytest.mark.slow
+
 KERNELS = Path(__file__).resolve().parents[1] / "support" / "kernels"
 
 
@@ -307,7 +309,7 @@ def test_views_still_work_after_the_cache_is_pruned_and_refuse_before_compiling_
     source.write_text(source.read_text() + "\nthis is not C++\n")
     with pytest.raises(AotbenchError, match="changed since the op was built") as err:
         op.annotate()
-    assert type(err.value) is AotbenchError  # refused, not a CompileError of a build nobody asked for
+    assert type(err.value) is aotbench.SourceChangedError  # refused, not a CompileError of a build nobody asked for
     source.unlink()
     with pytest.raises(AotbenchError, match="the views need the op's source"):
         op.disassemble()

@@ -144,6 +144,7 @@ def test_compare_rejects_bad_arguments(fns, options, rng):
 
 
 # --- compare_flags -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_compare_flags_builds_each_flag_set_and_agrees(add_reduce, matrices):
     x, y = matrices
     result = comparison.compare_flags(add_reduce, x, y, budget_ms=BUDGET_MS, reference=add_reduce_reference)
@@ -162,6 +163,7 @@ def test_compare_flags_builds_each_flag_set_and_agrees(add_reduce, matrices):
         np.testing.assert_allclose(build(x, y), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_compare_flags_sets_replace_the_op_flags(matrices):
     op = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce.cc") + ":CustomKernel", None, np.float32,
                          attrs={"axis": 1, "keep_dim": False}, flags=["-O1"])
@@ -204,6 +206,7 @@ def _check_axpy_points(result, sizes):
     assert result.label == "Axpy" and result.bandwidth_gbps > 0
 
 
+@pytest.mark.slow
 def test_sweep_in_process(axpy):
     result = sweeping.sweep(axpy, SIZES, reference=axpy_reference, budget_ms=BUDGET_MS, seed=7)
     _check_axpy_points(result, SIZES)

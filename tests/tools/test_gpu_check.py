@@ -23,6 +23,7 @@ from gpu_check_device import RowLog
 from aotbench.run.gpu_availability import gpu_unavailable_reason
 
 
+@pytest.mark.slow
 def test_without_a_usable_gpu_it_ends_at_once_with_the_reason_and_its_json(tmp_path):
     if gpu_unavailable_reason() is None:
         pytest.skip("a GPU is usable here: the check would run for minutes")
@@ -62,6 +63,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
+@pytest.mark.slow
 def test_a_hanging_phase_is_stopped_at_its_limit_with_its_children_and_keeps_its_rows(tmp_path):
     argv = _child(tmp_path, """
         child = subprocess.Popen(["sleep", "300"])
@@ -95,6 +97,7 @@ def test_a_crashing_phase_is_named_by_its_signal_and_a_row_cut_short_is_dropped(
     assert [r["case"] for r in gpu_check.read_jsonl(tmp_path / "rows.jsonl")] == ["first", "second", "third"]
 
 
+@pytest.mark.slow
 def test_a_hung_test_stops_only_itself_and_no_gpu_skips_fail_on_a_gpu_machine(tmp_path):
     tests = tmp_path / "fake_tests"
     tests.mkdir()

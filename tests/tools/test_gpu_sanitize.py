@@ -121,6 +121,7 @@ def test_a_missing_compute_sanitizer_names_where_to_get_it(monkeypatch, tmp_path
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_arguments_are_checked_before_anything_runs(rng):
     op = aotbench.Custom(FAULTS, lambda s: s, np.float32, attrs={"mode": 0})
     x = rng.standard_normal(16, dtype=np.float32)
@@ -137,14 +138,15 @@ def test_arguments_are_checked_before_anything_runs(rng):
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a usable GPU is present")
+@pytest.mark.slow
 def test_the_child_rebuilds_the_op_and_reports_what_the_call_raised(tmp_path, rng):
     """The child process the sanitizer runs: it rebuilds the op from the recipe (with -lineinfo) and, with no
     device here, reports the DeviceUnavailableError on its marked line with exit status 3."""
     op = aotbench.Custom(FAULTS, lambda s: s, np.float32, attrs={"mode": 0})
     payload = tmp_path / "call.pkl"
     x = rng.standard_normal(8, dtype=np.float32)
-    spec = gpu_sanitize._travelling_spec(op, (x,))  # the lambda shape rule travels as its value, (8,)
-    assert spec.out_shape == (8,) and spec.flags == ("-lineinfo",)
+    spec = gpu_sanitize._travelling_spec(op)  # the lambda shape rule travels by cloudpickle
+    assert spec.out_shape((8,)) == (8,) and spec.flags == ("-lineinfo",)
     payload.write_bytes(pickle.dumps({"spec": spec, "args": [x]}))
     proc = subprocess.run([sys.executable, "-m", "aotbench.cli.gpu_call", str(payload)], capture_output=True,
                           text=True, check=False)

@@ -226,6 +226,7 @@ def test_to_png_renders_figures_from_threads(rng):
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000 for png in images)
 
 
+@pytest.mark.slow
 def test_plots_never_import_pyplot():
     code = ("import sys, numpy as np; from aotbench import plots; from aotbench.tools.timing import Timing; "
             "fig = plots.timings([Timing((1.0, 2.0, 3.0), label='a')]); plots.to_png(fig); "

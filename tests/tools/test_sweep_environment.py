@@ -148,6 +148,7 @@ def test_in_a_dask_worker_the_note_gives_the_dask_fix():
     assert "1 of 2 points" in note and "distributed.nanny.pre-spawn-environ" in note
 
 
+@pytest.mark.slow
 def test_a_dask_worker_knows_it_is_one():
     distributed = pytest.importorskip("distributed")
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:

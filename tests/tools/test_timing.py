@@ -102,6 +102,7 @@ def test_gc_is_off_while_timing_and_restored_after():
     assert gc.isenabled()
 
 
+@pytest.mark.slow
 def test_cold_samples_are_single_calls_after_a_flush():
     clock = FakeClock(1_000)
     t = aotbench.bench(clock.fn, budget_ms=1, timer=clock, warmup=0, flush_cache=True, max_samples=7)
@@ -140,6 +141,7 @@ def test_bad_arguments_are_clear():
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_a_gpu_op_is_refused_with_the_reason(kernels):
     op = aotbench.Custom(f"{kernels / 'nvcc_axpy.cu'}:Axpy", None, np.float32, attrs={"a": 2.0, "transpose": False})
     with pytest.raises(DeviceUnavailableError, match="gpu op"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ArgumentError, ShapeError
+from ...errors import ArgumentTypeError, ArgumentValueError, ShapeError
 from ..missing import missing, missing_attribute, missing_operation
 from . import dtype as mstype
 
@@ -43,11 +43,11 @@ class Tensor:
         if init is not None:
             raise missing("Tensor(init=...)")
         if dtype is not None and not isinstance(dtype, mstype.DType):
-            raise ArgumentError(f"Tensor dtype must be a MindSpore dtype such as mstype.float32, got {dtype!r}")
+            raise ArgumentTypeError(f"Tensor dtype must be a MindSpore dtype such as mstype.float32, got {dtype!r}")
         if input_data is None:
             if shape is None or dtype is None:
-                raise ArgumentError("Tensor() needs input_data, or shape= and dtype= (a placeholder for "
-                                    "Cell.set_inputs, e.g. Tensor(shape=[4, None], dtype=mstype.float32))")
+                raise ArgumentTypeError("Tensor() needs input_data, or shape= and dtype= (a placeholder for "
+                                        "Cell.set_inputs, e.g. Tensor(shape=[4, None], dtype=mstype.float32))")
             dims = [shape] if isinstance(shape, numbers.Integral) else list(shape)
             if any(d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral)) for d in dims):
                 raise ShapeError(f"Tensor shape {shape!r}: give ints, with None (or -1) for an unknown dim")
@@ -63,8 +63,8 @@ class Tensor:
             want = dtype.numpy if dtype is not None else _default_dtype(input_data)
             array = np.array(input_data, dtype=want, order="C")
         except (TypeError, ValueError) as exc:
-            raise ArgumentError(f"Tensor({type(input_data).__name__}) is not a rectangular array of numbers"
-                                f"{f' of {dtype}' if dtype is not None else ''}: {exc}") from exc
+            raise ArgumentValueError(f"Tensor({type(input_data).__name__}) is not a rectangular array of numbers"
+                                     f"{f' of {dtype}' if dtype is not None else ''}: {exc}") from exc
         self._dtype = mstype.of_numpy(array.dtype)
         self._array, self._shape = array, tuple(array.shape)
 
@@ -82,8 +82,8 @@ class Tensor:
 
     def asnumpy(self) -> np.ndarray:
         if self._array is None:
-            raise ArgumentError(f"this Tensor is a placeholder (shape {list(self._shape)}, {self._dtype}) for "
-                                "Cell.set_inputs and holds no data: call the net with Tensor(array)")
+            raise ArgumentValueError(f"this Tensor is a placeholder (shape {list(self._shape)}, {self._dtype}) for "
+                                     "Cell.set_inputs and holds no data: call the net with Tensor(array)")
         return self._array
 
     @property
@@ -134,8 +134,8 @@ class Tensor:
         """As MindSpore: the truth of a one-element Tensor; ambiguous (an error) for more elements."""
         array = self.asnumpy()
         if array.size != 1:
-            raise ArgumentError(f"the truth value of a Tensor of {array.size} elements is ambiguous: use "
-                                ".asnumpy().any() or .all()")
+            raise ArgumentValueError(f"the truth value of a Tensor of {array.size} elements is ambiguous: use "
+                                     ".asnumpy().any() or .all()")
         return bool(array.item())
 
     def __getattr__(self, name: str):

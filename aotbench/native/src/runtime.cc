@@ -5,8 +5,11 @@
 // -D_GLIBCXX_USE_CXX11_ABI=0: the attribute names that kernels pass to the getters are std::string by value,
 // so this file and every kernel must agree on the string ABI.
 //
-// Error protocol: every aotb_call_* returns one of the AOTB_* codes below; on AOTB_EXCEPTION or
-// AOTB_ATTR_ERROR the details are in thread-local state read by the aotb_error_* functions.
+// Error protocol: every aotb_call_* and every attribute setter returns one of the AOTB_* outcome codes below
+// (no C++ exception leaves an exported function); on AOTB_EXCEPTION, AOTB_ATTR_ERROR or AOTB_NO_MEMORY the
+// details are in thread-local state read by the aotb_error_* functions. Python checks the codes, the attribute
+// kinds and struct AotbCall against its mirrors by name when it loads the host (aotb_outcomes, aotb_attr_kinds,
+// aotb_call_layout).
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -36,21 +40,38 @@
 
 namespace {
 
-constexpr int kHostVersion = 4;
+constexpr int kHostVersion = 5;
 
-// Call outcome codes (mirrored in aotbench/host.py).
-enum Outcome { AOTB_OK = 0, AOTB_STATUS = 1, AOTB_EXCEPTION = 2, AOTB_ATTR_ERROR = 3, AOTB_TOO_SMALL = 4 };
-// Bits OR-ed into any outcome when the kernel changed the thread's state and the host put it back (details in
-// aotb_fp_report / aotb_signal_report): the fast path, which returns on 0, pays nothing for them.
-constexpr int AOTB_FP_CHANGED = 0x100;       // rounding mode, exception traps, FTZ/DAZ
-constexpr int AOTB_SIGNALS_CHANGED = 0x200;  // the signal mask or SIGINT's handler (libraries flagged below)
+// Every outcome code an entry point returns, and the flag bits OR-ed into one: the one definition. Python's
+// Outcome enum (aotbench/native/runtime.py) is compared with it by name at load (aotb_outcomes). The flag bits
+// say the kernel changed the thread's state and the host put it back (details in aotb_state_report); the fast
+// path, which returns on 0, pays nothing for them.
+#define AOTB_OUTCOMES(X)                                                                                        \
+  X(OK, 0)                /* the entry point ran and returned 0 */                                          \
+  X(STATUS, 1)            /* it returned a non-zero status (aotb_error_status) */                           \
+  X(EXCEPTION, 2)         /* it threw (aotb_error_message) */                                               \
+  X(ATTR_ERROR, 3)        /* it read a missing or mistyped attribute (aotb_error_attr_*) */                 \
+  X(TOO_SMALL, 4)         /* aotb_call_infer's output buffer is too small: call again with *needed */        \
+  X(BAD_BUFFER, 5)        /* an argument is not a C-contiguous buffer of the expected size */               \
+  X(BUSY, 6)              /* another call is using the plan's workspaces: pass a set of your own */         \
+  X(INTERRUPTED, 7)       /* the stop button abandoned the kernel (see RunOnMain) */                        \
+  X(NO_MEMORY, 8)         /* the host could not allocate (std::bad_alloc) an attribute's copy */           \
+  X(FP_CHANGED, 0x100)    /* flag: rounding mode, exception traps, FTZ/DAZ changed and restored */          \
+  X(SIGNALS_CHANGED, 0x200) /* flag: the signal mask or SIGINT's handler changed and restored */
+#define AOTB_OUTCOME_ENUMERATOR(name, value) AOTB_##name = value,
+enum Outcome : int { AOTB_OUTCOMES(AOTB_OUTCOME_ENUMERATOR) };
+#undef AOTB_OUTCOME_ENUMERATOR
 
-// Attribute kinds (mirrored in aotbench/attrs.py). kEmptyList ([]) satisfies any of the four list getters,
-// kEmptyRows ([[]], [[], []]: rows with no element) either 2-D getter.
-enum Kind {
-  kMissing = 0, kBool = 1, kInt = 2, kFloat = 3, kStr = 4,
-  kIntVec = 5, kFloatVec = 6, kInt2D = 7, kFloat2D = 8, kEmptyList = 9, kEmptyRows = 10
-};
+// Attribute kinds, by the names of aotbench/native/attrs.py's AttrKind (compared at load: aotb_attr_kinds).
+// kEmptyList ([]) satisfies any of the four list getters, kEmptyRows ([[]], [[], []]: rows with no element)
+// either 2-D getter.
+#define AOTB_ATTR_KINDS(X)                                                                                     \
+  X(MISSING, kMissing, 0) X(BOOL, kBool, 1) X(INT, kInt, 2) X(FLOAT, kFloat, 3) X(STR, kStr, 4)              \
+  X(INT_VEC, kIntVec, 5) X(FLOAT_VEC, kFloatVec, 6) X(INT_2D, kInt2D, 7) X(FLOAT_2D, kFloat2D, 8)            \
+  X(EMPTY_LIST, kEmptyList, 9) X(EMPTY_ROWS, kEmptyRows, 10)
+#define AOTB_KIND_ENUMERATOR(name, enumerator, value) enumerator = value,
+enum Kind { AOTB_ATTR_KINDS(AOTB_KIND_ENUMERATOR) };
+#undef AOTB_KIND_ENUMERATOR
 
 struct AttrValue {
   Kind kind = kMissing;
@@ -126,22 +147,51 @@ std::vector<std::vector<T>> Unflatten(const T *flat, const int64_t *lengths, siz
   return out;
 }
 
+// Copies error text into thread-local state without throwing (a catch handler must not throw on): when even
+// that allocation fails, the text is left empty and Python says so.
+void Keep(std::string &to, const char *text) noexcept {
+  try {
+    to.assign(text);
+  } catch (...) {
+    to.clear();
+  }
+}
+
 // Runs `body` and turns anything it throws into an outcome code plus thread-local error text.
 template <typename Body>
 int Guarded(Body body) {
   try {
     return body();
   } catch (const AttrFailure &e) {
-    g_error.message = "attribute error";
-    g_error.attr_name = e.name;
+    Keep(g_error.message, "attribute error");
+    Keep(g_error.attr_name, e.name.c_str());
     g_error.attr_requested = e.requested;
     g_error.attr_registered = e.registered;
     return AOTB_ATTR_ERROR;
   } catch (const std::exception &e) {
-    g_error.message = e.what();
+    Keep(g_error.message, e.what());
     return AOTB_EXCEPTION;
   } catch (...) {
-    g_error.message = "an exception that is not a std::exception";
+    Keep(g_error.message, "an exception that is not a std::exception");
+    return AOTB_EXCEPTION;
+  }
+}
+
+// Runs a host-side step that allocates (storing an attribute): std::bad_alloc becomes AOTB_NO_MEMORY, anything
+// else AOTB_EXCEPTION with its text, so no C++ exception unwinds into ctypes.
+template <typename Body>
+int Storing(Body body) noexcept {
+  try {
+    body();
+    return AOTB_OK;
+  } catch (const std::bad_alloc &e) {
+    Keep(g_error.message, e.what());
+    return AOTB_NO_MEMORY;
+  } catch (const std::exception &e) {
+    Keep(g_error.message, e.what());
+    return AOTB_EXCEPTION;
+  } catch (...) {
+    Keep(g_error.message, "an exception that is not a std::exception");
     return AOTB_EXCEPTION;
   }
 }
@@ -176,6 +226,59 @@ struct AotbCall {
 
 namespace {
 
+// AotbCall field by field, for Python's CallRecord to be compared with by name at load (aotb_call_layout).
+struct FieldLayout {
+  const char *name;
+  int64_t offset;
+  int64_t size;
+};
+#define AOTB_CALL_FIELD(field) FieldLayout{#field, offsetof(AotbCall, field), sizeof(AotbCall::field)}
+constexpr FieldLayout kCallFields[] = {
+    AOTB_CALL_FIELD(fn),     AOTB_CALL_FIELD(nparam), AOTB_CALL_FIELD(n_in),    AOTB_CALL_FIELD(n_out),
+    AOTB_CALL_FIELD(busy),   AOTB_CALL_FIELD(params), AOTB_CALL_FIELD(ndims),   AOTB_CALL_FIELD(shapes),
+    AOTB_CALL_FIELD(dtypes), AOTB_CALL_FIELD(stream), AOTB_CALL_FIELD(extra),   AOTB_CALL_FIELD(nbytes),
+    AOTB_CALL_FIELD(fp_set), AOTB_CALL_FIELD(fp_clear), AOTB_CALL_FIELD(flags), AOTB_CALL_FIELD(label),
+};
+#undef AOTB_CALL_FIELD
+constexpr int kCallFieldCount = static_cast<int>(sizeof(kCallFields) / sizeof(kCallFields[0]));
+
+// The table names each field once, in order (offsets strictly increasing) ...
+constexpr bool InOrder(const FieldLayout *fields, int n) {
+  for (int k = 1; k < n; ++k) {
+    if (fields[k].offset < fields[k - 1].offset + fields[k - 1].size) return false;
+  }
+  return true;
+}
+static_assert(InOrder(kCallFields, kCallFieldCount), "kCallFields: list AotbCall's fields once each, in order");
+
+// ... and names every field: a structured binding needs exactly one name per field of AotbCall, so a field added
+// to the struct but not to kCallFields stops the build here.
+[[maybe_unused]] void EveryCallFieldListed(AotbCall &c) {
+  [[maybe_unused]] auto &[f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15] = c;
+  static_assert(kCallFieldCount == 16, "kCallFields: a field of AotbCall is missing (or the binding above is)");
+}
+
+struct NamedValue {
+  const char *name;
+  int value;
+};
+#define AOTB_NAMED_OUTCOME(name, value) NamedValue{#name, value},
+constexpr NamedValue kOutcomeNames[] = {AOTB_OUTCOMES(AOTB_NAMED_OUTCOME)};
+#undef AOTB_NAMED_OUTCOME
+#define AOTB_NAMED_KIND(name, enumerator, value) NamedValue{#name, enumerator},
+constexpr NamedValue kKindNames[] = {AOTB_ATTR_KINDS(AOTB_NAMED_KIND)};
+#undef AOTB_NAMED_KIND
+
+// Copies up to `max` entries of a name table out; returns how many there are.
+template <size_t N>
+int CopyNames(const NamedValue (&table)[N], const char **names, int32_t *values, int max) {
+  for (int k = 0; k < static_cast<int>(N) && k < max; ++k) {
+    names[k] = table[k].name;
+    values[k] = table[k].value;
+  }
+  return static_cast<int>(N);
+}
+
 // The few CPython C-API functions aotb_call_buffers needs, handed over by Python (ctypes.pythonapi) so this
 // file needs no Python headers. Their signatures are part of CPython's stable ABI.
 struct PyBufferView {  // Py_buffer
@@ -203,8 +306,6 @@ struct PythonApi {
 PythonApi g_py = {};
 constexpr int kBufferC = 0x0038;          // PyBUF_C_CONTIGUOUS
 constexpr int kBufferCWritable = 0x0039;  // PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE
-constexpr int AOTB_BAD_BUFFER = 5;        // an argument is not a C-contiguous buffer of the expected size
-constexpr int AOTB_BUSY = 6;              // another call is using the plan's workspaces: pass a set of your own
 constexpr int kMaxParams = 64;
 
 // The thread's floating-point control register (MXCSR on x86-64, FPCR on AArch64): what a library linked with
@@ -320,7 +421,6 @@ int CallF(const AotbCall *c, void **params, void *stream) {
 // A process may load several hosts (one per cache folder), but SIGINT has one handler: every host works on ONE
 // InterruptState, the first host's (Python hands its address to the later ones, aotb_use_interrupt_state), and
 // only the first host's handler and watchdog are ever installed.
-constexpr int AOTB_INTERRUPTED = 7;
 struct InterruptState {
   pthread_t main_thread;
   int main_known;
@@ -708,6 +808,25 @@ AOTB_EXPORT void aotb_state_report(uint64_t *out) {
 AOTB_EXPORT int aotb_host_version() { return kHostVersion; }
 AOTB_EXPORT int aotb_host_call_size() { return static_cast<int>(sizeof(AotbCall)); }
 AOTB_EXPORT int aotb_host_extra_size() { return static_cast<int>(sizeof(AotExtra)); }
+AOTB_EXPORT int aotb_host_max_params() { return kMaxParams; }
+
+// The ABI by name, for Python to compare with its mirrors at load (aotbench/native/runtime.py): each fills up to
+// `max` entries and returns how many there are. The outcome codes and attribute kinds (name, value) ...
+AOTB_EXPORT int aotb_outcomes(const char **names, int32_t *values, int max) {
+  return CopyNames(kOutcomeNames, names, values, max);
+}
+AOTB_EXPORT int aotb_attr_kinds(const char **names, int32_t *values, int max) {
+  return CopyNames(kKindNames, names, values, max);
+}
+// ... and struct AotbCall's fields (name, offset, size), in order.
+AOTB_EXPORT int aotb_call_layout(const char **names, int64_t *offsets, int64_t *sizes, int max) {
+  for (int k = 0; k < kCallFieldCount && k < max; ++k) {
+    names[k] = kCallFields[k].name;
+    offsets[k] = kCallFields[k].offset;
+    sizes[k] = kCallFields[k].size;
+  }
+  return kCallFieldCount;
+}
 
 AOTB_EXPORT void *aotb_extra_new() { return new (std::nothrow) HostExtra(); }
 
@@ -730,37 +849,42 @@ AOTB_EXPORT void aotb_extra_workspace_sizes(void *extra, uint64_t *out) {
   for (size_t k = 0; k < w.size(); ++k) out[k] = w[k];
 }
 
-AOTB_EXPORT void aotb_extra_set_bool(void *extra, const char *name, int value) {
-  Slot(extra, name, kBool).b = value != 0;
+// The attribute setters: 0 (AOTB_OK) once stored, else AOTB_NO_MEMORY or AOTB_EXCEPTION (aotb_error_message).
+AOTB_EXPORT int aotb_extra_set_bool(void *extra, const char *name, int value) {
+  return Storing([&] { Slot(extra, name, kBool).b = value != 0; });
 }
-AOTB_EXPORT void aotb_extra_set_int(void *extra, const char *name, int64_t value) {
-  Slot(extra, name, kInt).i = value;
+AOTB_EXPORT int aotb_extra_set_int(void *extra, const char *name, int64_t value) {
+  return Storing([&] { Slot(extra, name, kInt).i = value; });
 }
-AOTB_EXPORT void aotb_extra_set_float(void *extra, const char *name, float value) {
-  Slot(extra, name, kFloat).f = value;
+AOTB_EXPORT int aotb_extra_set_float(void *extra, const char *name, float value) {
+  return Storing([&] { Slot(extra, name, kFloat).f = value; });
 }
-AOTB_EXPORT void aotb_extra_set_str(void *extra, const char *name, const char *data, size_t size) {
-  Slot(extra, name, kStr).s.assign(data, size);
+AOTB_EXPORT int aotb_extra_set_str(void *extra, const char *name, const char *data, size_t size) {
+  return Storing([&] { Slot(extra, name, kStr).s.assign(data, size); });
 }
-AOTB_EXPORT void aotb_extra_set_int_vec(void *extra, const char *name, const int64_t *data, size_t n) {
-  Slot(extra, name, kIntVec).iv.assign(data, data + n);
+AOTB_EXPORT int aotb_extra_set_int_vec(void *extra, const char *name, const int64_t *data, size_t n) {
+  return Storing([&] { Slot(extra, name, kIntVec).iv.assign(data, data + n); });
 }
-AOTB_EXPORT void aotb_extra_set_float_vec(void *extra, const char *name, const float *data, size_t n) {
-  Slot(extra, name, kFloatVec).fv.assign(data, data + n);
+AOTB_EXPORT int aotb_extra_set_float_vec(void *extra, const char *name, const float *data, size_t n) {
+  return Storing([&] { Slot(extra, name, kFloatVec).fv.assign(data, data + n); });
 }
-AOTB_EXPORT void aotb_extra_set_int_2d(void *extra, const char *name, const int64_t *flat, const int64_t *lengths,
-                                       size_t rows) {
-  Slot(extra, name, kInt2D).i2 = Unflatten(flat, lengths, rows);
+AOTB_EXPORT int aotb_extra_set_int_2d(void *extra, const char *name, const int64_t *flat, const int64_t *lengths,
+                                      size_t rows) {
+  return Storing([&] { Slot(extra, name, kInt2D).i2 = Unflatten(flat, lengths, rows); });
 }
-AOTB_EXPORT void aotb_extra_set_float_2d(void *extra, const char *name, const float *flat, const int64_t *lengths,
-                                         size_t rows) {
-  Slot(extra, name, kFloat2D).f2 = Unflatten(flat, lengths, rows);
+AOTB_EXPORT int aotb_extra_set_float_2d(void *extra, const char *name, const float *flat, const int64_t *lengths,
+                                        size_t rows) {
+  return Storing([&] { Slot(extra, name, kFloat2D).f2 = Unflatten(flat, lengths, rows); });
 }
-AOTB_EXPORT void aotb_extra_set_empty_list(void *extra, const char *name) { Slot(extra, name, kEmptyList); }
-AOTB_EXPORT void aotb_extra_set_empty_rows(void *extra, const char *name, size_t rows) {
-  AttrValue &v = Slot(extra, name, kEmptyRows);
-  v.i2.assign(rows, {});
-  v.f2.assign(rows, {});
+AOTB_EXPORT int aotb_extra_set_empty_list(void *extra, const char *name) {
+  return Storing([&] { Slot(extra, name, kEmptyList); });
+}
+AOTB_EXPORT int aotb_extra_set_empty_rows(void *extra, const char *name, size_t rows) {
+  return Storing([&] {
+    AttrValue &v = Slot(extra, name, kEmptyRows);
+    v.i2.assign(rows, {});
+    v.f2.assign(rows, {});
+  });
 }
 
 AOTB_EXPORT void aotb_set_python_api(void *get_buffer, void *release_buffer, void *tuple_size, void *tuple_item,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ...build import nvcc
-from ...errors import AotbenchError, ToolchainNotFoundError
+from ...errors import ToolchainNotFoundError, ToolFailedError
 
 #: How long one tool run may take; a kernel library is small, so this only stops a hung tool.
 TIMEOUT_S = 120
@@ -52,13 +52,14 @@ def find(tool: str) -> str:
 
 
 def run(argv: list[str], cwd: Path | None = None) -> str:
-    """A tool's standard output; a failure is an :class:`AotbenchError` with the command and what it said."""
+    """A tool's standard output; a failure is a :class:`ToolFailedError` with the command and what it said."""
     try:
         proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace", timeout=TIMEOUT_S,
                               stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise AotbenchError(f"{Path(argv[0]).name} could not be run ({exc})") from exc
+        raise ToolFailedError(f"{Path(argv[0]).name} could not be run ({exc})", tool=Path(argv[0]).name) from exc
     if proc.returncode != 0:
         said = (proc.stderr or proc.stdout).strip()[-600:] or "no output"
-        raise AotbenchError(f"{Path(argv[0]).name} failed (exit {proc.returncode}) on {argv[-1]}: {said}")
+        raise ToolFailedError(f"{Path(argv[0]).name} failed (exit {proc.returncode}) on {argv[-1]}: {said}",
+                              tool=Path(argv[0]).name)
     return proc.stdout

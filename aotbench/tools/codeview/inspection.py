@@ -8,16 +8,15 @@ costs a cache lookup, and the parsed views are kept per library.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
-from ...build import cache, toolchain
+from ...build import toolchain
 from ...build import compile as build
 from ...build.compile import Artifact
-from ...errors import AotbenchError, ArgumentError
+from ...errors import ArgumentValueError, SourceChangedError
 from . import device_asm, host_asm, remarks
 from .listing import Function, SourceText
 from .views import Annotation, Disassembly
@@ -41,10 +40,10 @@ def disassemble(op, kind: str | None = None, *, syntax: str = "intel") -> Disass
     kinds = ("sass", "ptx") if gpu else ("asm",)
     kind = kinds[0] if kind is None else kind
     if kind not in kinds:
-        raise ArgumentError(f"kind={kind!r}: a {op.spec.target} op's disassembly is "
+        raise ArgumentValueError(f"kind={kind!r}: a {op.spec.target} op's disassembly is "
                             f"{' or '.join(map(repr, kinds))}")
     if syntax not in ("intel", "att"):
-        raise ArgumentError(f"syntax={syntax!r}: use 'intel' or 'att'")
+        raise ArgumentValueError(f"syntax={syntax!r}: use 'intel' or 'att'")
     if op.artifact is None:  # a prebuilt library: its code without source lines
         functions = list(_functions(str(op.library.path), _file_key(op.library.path), kind, syntax))
         if kind == "asm":
@@ -62,13 +61,13 @@ def annotate(op, *, missed: bool = False) -> Annotation:
     inliner remarks under this op's flags (``missed=True`` also shows the minor missed optimisations); for
     gpu, ptxas's registers, shared and local memory and spills next to each kernel's definition."""
     if op.artifact is None:
-        raise ArgumentError(f"{op.name} is a prebuilt library: annotate needs its source")
+        raise ArgumentValueError(f"{op.name} is a prebuilt library: annotate needs its source")
     artifact = _inspection_build(op)
     source = SourceText(str(op.source_path), artifact.source)
     flags = tuple(op.spec.flags)
     hidden = frozenset() if missed else frozenset({"missed"})
     if _is_cuda(op):
-        found = remarks.ptxas_remarks(artifact.manifest.get("resource_usage", []), source)
+        found = remarks.ptxas_remarks(list(artifact.manifest.resource_usage), source)
         return Annotation(source, tuple(found), flags, "", hidden)
     found = remarks.gcc_remarks(artifact.log, source)
     notes = []
@@ -107,31 +106,19 @@ def _inspection_build(op) -> Artifact:
 
 
 def _check_unchanged(op_build: Artifact, source: Path, name: str) -> None:
-    """Refuse, before compiling anything, a view of other code than the op runs: its source or an included
-    file is not what the op was built from (or is gone)."""
+    """Refuse, before compiling anything, a view of other code than the op runs: its source or one of the
+    user's own headers is not what the op was built from, or is gone (the build record's check)."""
     fix = "Re-run the cell (or build the op again) first."
     try:
-        now = source.read_bytes()
+        source.read_bytes()
     except OSError as exc:
-        raise AotbenchError(f"{name}: the views need the op's source, {source}, which cannot be read now "
-                            f"({exc.strerror or exc}). {fix}") from exc
-    manifest = op_build.manifest  # may be gone (a pruned cache): then the source text the op keeps decides
-    recorded = manifest.get("source_sha256")
-    if (hashlib.sha256(now).hexdigest() != recorded) if recorded else \
-            (now.decode("utf-8", "replace") != op_build.source):
-        raise AotbenchError(f"{name}: its source changed since the op was built, so the view would show other "
-                            f"code than the op runs. {fix}")
-    cache_root = str(op_build.path.parent)
-    for dep in manifest.get("dependencies", []):
-        if isinstance(dep, dict) and str(dep.get("path", "")).startswith(cache_root):
-            continue  # aotbench's own files in the cache (a precompiled header), rebuilt at will
-        try:
-            same = isinstance(dep, dict) and cache.stamp(dep["path"]).sha256 == dep.get("sha256")
-        except (OSError, KeyError, TypeError):
-            same = False
-        if not same:
-            raise AotbenchError(f"{name}: {dep.get('path') if isinstance(dep, dict) else dep} changed since the "
-                                f"op was built, so the view would show other code than the op runs. {fix}")
+        raise SourceChangedError(f"{name}: the views need the op's source, {source}, which cannot be read now "
+                                 f"({exc.strerror or exc}). {fix}", name=name, path=str(source)) from exc
+    changed = op_build.changed_files()
+    if changed:
+        what = "its source" if changed[0] == str(source) else changed[0]
+        raise SourceChangedError(f"{name}: {what} changed since the op was built, so the view would show other "
+                                 f"code than the op runs. {fix}", name=name, path=changed[0])
 
 
 def _empty_note(functions: list, gpu: bool) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ...errors import ArgumentError
+from ...errors import ArgumentValueError
 from .listing import Function, SourceText, same_file
 from .remarks import KINDS, Remark
 
@@ -50,7 +50,7 @@ class Disassembly:
         picked = [f for f in self.functions if _short(f.name).startswith(name)]
         if not picked:
             names = ", ".join(dict.fromkeys(_short(f.name) for f in self.functions)) or "none"
-            raise ArgumentError(f"no function {name!r} in this disassembly; its functions are: {names}")
+            raise ArgumentValueError(f"no function {name!r} in this disassembly; its functions are: {names}")
         return "\n".join(self._function_text(f) for f in picked)
 
     def for_line(self, line: int) -> str:
