@@ -73,8 +73,10 @@ from . import notebook as _notebook  # noqa: F401 - gives the errors their IPyth
 # A pickled op names the classes of its recipe by module; ops pickled by earlier versions named these modules,
 # which resolve to their new homes (nothing else ever lived at these names; ``aotbench.spec`` is now the package,
 # which has ``OpSpec`` too).
+from .op import travel as _travel
+
 for _old, _module in {"aotbench.reg": _reg, "aotbench.attrs": _attrs, "aotbench.call.spec": _spec,
-                      "aotbench.call.reg": _reg, "aotbench.abi.attrs": _attrs}.items():
+                      "aotbench.call.reg": _reg, "aotbench.abi.attrs": _attrs, "aotbench.travel": _travel}.items():
     sys.modules.setdefault(_old, _module)
 
 

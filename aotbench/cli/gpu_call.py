@@ -1,4 +1,4 @@
-"""The child of :func:`aotbench.gpu_sanitize.run_compute_sanitizer`: make the op, call it once on the device.
+"""The child of :func:`aotbench.tools.compute_sanitizer.run_compute_sanitizer`: make the op, call it once on the device.
 
 ``python -m aotbench.cli.gpu_call PAYLOAD`` reads the pickled recipe and host inputs, copies the arrays to the
 GPU (each in its own allocation), calls the op and synchronizes. An aotbench error is printed on one marked line of stderr (exit status 3),

@@ -17,7 +17,7 @@ from ..tools.accuracy import to_host
 from . import context
 from .common import dtype as mstype
 from .common.tensor import Tensor
-from .init_once import InitOnce
+from .dynamic_shape_check import DynamicShapeCheck
 from .missing import missing, module_getattr
 from .nn import current_call
 
@@ -116,7 +116,7 @@ class Custom:
         if hasattr(self.op.runner, "host_copy_noted"):  # a gpu op's runner (aotbench.run.gpu.OnDevice)
             self.op.runner.host_copy_noted = True
         self.bprop = bprop
-        self._init_once = InitOnce(self.op)
+        self._dynamic_shapes = DynamicShapeCheck(self.op)
         # MindSpore 2.10 returns the outputs of list-form rules ([[4]], [mstype.float32]) as a list in graph mode
         # (a tuple in PyNative mode); measured.
         self._lists = isinstance(out_shape, list) and isinstance(out_dtype, list)
@@ -131,7 +131,7 @@ class Custom:
         call = current_call.get()
         if call is not None:  # after the call: its plan holds the workspace sizes Init asked for
             n = len(args) - len(self.op.spec.call_attrs)
-            self._init_once.observe([call.declared_shape(a) for a in args[:n]], tuple(values[:n]),
+            self._dynamic_shapes.observe([call.declared_shape(a) for a in args[:n]], tuple(values[:n]),
                                     tuple(values[n:]), context.mode())
         if isinstance(result, tuple):
             outputs = [Tensor._wrap(to_host(r)) for r in result]

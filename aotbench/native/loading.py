@@ -38,7 +38,7 @@ class KernelLibrary:
     fp_clear: int = 0  # and turned off
     prints: bool = False  # it references printf, std::cout ...: its calls capture stdout (aotbench.run.prints)
     signals: bool = False  # it references sigprocmask, signal ...: the host saves and checks the signal state
-    openmp: bool = False  # it depends on GNU OpenMP's runtime (DT_NEEDED libgomp): refused after a fork (call.forking)
+    openmp: bool = False  # it depends on GNU OpenMP's runtime (DT_NEEDED libgomp): refused after a fork (run.forking)
 
 
 def check_function_name(name: str) -> str:

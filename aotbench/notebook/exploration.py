@@ -1,6 +1,6 @@
 """What an interactive panel computes, without any widget: dynamic dimensions, inputs, reference errors.
 
-:mod:`aotbench.widgets` draws controls and wires them to these pure functions, so the logic is tested (and
+:mod:`aotbench.notebook.widgets` draws controls and wires them to these pure functions, so the logic is tested (and
 usable) without ipywidgets:
 
 * :func:`parse_dynamic` reads MindSpore's ``set_inputs``-style shapes (``None`` = a dim of its own, a string = a
@@ -9,7 +9,7 @@ usable) without ipywidgets:
 * :func:`random_inputs` draws fresh inputs of those shapes with the examples' dtypes;
 * :func:`call_reference` calls a reference with the current values of the attributes it names.
 
-The verdict against the reference is :func:`aotbench.accuracy.agreement`, shared with ``compare`` and ``sweep``.
+The verdict against the reference is :func:`aotbench.tools.accuracy.agreement`, shared with ``compare`` and ``sweep``.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ Three parts, kept apart (the way ipywidgets' own ``interact`` separates them):
 
 * ``control_for_attr`` / ``control_for_dim`` — pure functions from an attribute or a dim to one control;
 * :class:`ExplorePanel` — the layout, and ``_update``: read the controls, compute with the core
-  (:mod:`aotbench.exploration`, :mod:`aotbench.timing`), write the results; an error lands in the panel and
+  (:mod:`aotbench.notebook.exploration`, :mod:`aotbench.tools.timing`), write the results; an error lands in the panel and
   the controls keep working;
-* :class:`~aotbench.debounce.Debouncer` — only the latest setting runs: each change restarts a timer on the
+* :class:`~aotbench.notebook.debounce.Debouncer` — only the latest setting runs: each change restarts a timer on the
   kernel's event loop (or a thread where none runs); ``debounce_ms=0`` runs every change synchronously.
 """
 

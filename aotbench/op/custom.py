@@ -29,18 +29,18 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
            flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
            arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None,
            sanitize: str | None = None, guard: bool = True) -> Op:
-    """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.Op`.
+    """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
     documented command plus ``flags``, any other path is loaded as a prebuilt library. ``out_shape`` and
     ``out_dtype`` are MindSpore's (``out_shape=None`` uses the kernel's ``InferShape``). Attributes come from
     ``reg_info`` (``CustomRegOp``) and/or ``attrs={...}``. A ``.cu`` source is built with nvcc for the gpu target
     (``arch="sm_90"`` overrides the architecture choice). ``isolate=True`` runs every call in a worker process
-    (:mod:`aotbench.isolate`): a crash raises ``KernelCrashedError``, a call longer than ``timeout_s`` seconds
+    (:mod:`aotbench.run.worker`): a crash raises ``KernelCrashedError``, a call longer than ``timeout_s`` seconds
     ``KernelTimeoutError``, and the next call starts a fresh worker. ``sanitize="address"`` or ``"undefined"``
     runs a separate ASan/UBSan build in such a worker; the sanitizer's report raises ``SanitizerError``.
     ``guard=True`` (the default) runs the first call of every new input signature on guarded, poisoned buffers
-    (:mod:`aotbench.guard`): a write outside them raises ``ContractViolation``, unwritten outputs or leaked
+    (:mod:`aotbench.run.guard`): a write outside them raises ``ContractViolation``, unwritten outputs or leaked
     poison warn (``ContractWarning``); later calls of that signature take the fast path. ``guard=False`` turns it
     off; a sanitized op has the sanitizer instead.
     """

@@ -21,7 +21,7 @@ class Device:
 
     name = ""
     copy_label = ""  # what copy_bandwidth_gbps measures, in words (a roofline's legend)
-    #: True where calls go through the device's own run path (:meth:`call`) instead of the host's fast path.
+    #: True where calls go through the device's own runner (:meth:`runner`) instead of the host's fast path.
     runs_elsewhere = False
 
     def owns(self, value: Any) -> bool:
@@ -44,9 +44,9 @@ class Device:
         """GB/s of a large copy in this device's memory: the roofline of a memory-bound kernel."""
         raise NotImplementedError
 
-    def guard_mirror(self, kernel: Any):
+    def guard_mirror(self, kernel: Any, runner: Any = None):
         """What a guarded call of ``kernel`` (:class:`aotbench.run.kernel.Kernel`) runs through (check mode): None
-        on the host."""
+        on the host. ``runner``: the op's own, so what it noted already (a host copy warned) is not said again."""
 
     def prepare(self, op: Any, args: tuple) -> tuple:
         """``args`` as this device's calls take them (host arrays stay as they are on the cpu)."""
@@ -120,10 +120,10 @@ class Gpu(Device):
 
         return OnDevice()
 
-    def guard_mirror(self, kernel: Any):
-        from .gpu import GuardMirror
+    def guard_mirror(self, kernel: Any, runner: Any = None):
+        from .gpu import GuardMirror, OnDevice
 
-        return GuardMirror(kernel)
+        return GuardMirror(kernel, runner if isinstance(runner, OnDevice) else None)
 
     def prepare(self, op: Any, args: tuple) -> tuple:
         from .gpu import to_device_like

@@ -5,7 +5,7 @@ calling thread, so in the child the pool's threads are gone while libgomp still 
 first parallel region waits for them for ever. An op whose library depends on libgomp (``DT_NEEDED``, or libgomp
 came in with it: ``KernelLibrary.openmp``, decided when it is loaded) marks the process when its first plan is made (every run of a kernel goes through one); in a
 child forked after that, such an op raises :class:`~aotbench.errors.ForkedOpenMPError` instead of hanging. Ops
-without OpenMP are not affected, nor is the fast path: the child drops the OpenMP ops' plans (see ``op.py``), so
+without OpenMP are not affected, nor is the fast path: the child drops the OpenMP ops' plans (see ``run/kernel.py``), so
 their next call comes here.
 """
 

@@ -8,8 +8,8 @@ pointers and the current stream's handle; then the launch error is read through 
 call that caused it, with the CUDA error's name and the kernel's.
 
 :class:`Launcher` is the same call with the outputs allocated once and no synchronization, for device timing
-(:mod:`aotbench.gpu_timing`) and CUDA-graph capture. cupy is imported only through
-:func:`aotbench.devices.require_gpu`, when a gpu op runs.
+(:mod:`aotbench.tools.gpu_timing`) and CUDA-graph capture. cupy is imported only through
+:func:`aotbench.run.gpu_availability.require_gpu`, when a gpu op runs.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Afterwards the buffers say what the kernel did, in two kinds of sentence:
   Init asked for but inside the padding aotbench allocates (harmless here, a bug all the same), writes into
   the inputs (:mod:`aotbench.run.inputs`).
 
-Check mode (:mod:`aotbench.check`) reports both as problems. The op's first call of every new input signature
+Check mode (:mod:`aotbench.tools.check`) reports both as problems. The op's first call of every new input signature
 (:func:`first_call`, on by default) raises :class:`~aotbench.errors.ContractViolation` for a violation and warns
 with :class:`~aotbench.errors.ContractWarning` for findings.
 """

@@ -1,7 +1,7 @@
 """Plans: one prepared kernel call per concrete input signature.
 
 :func:`make_plan` runs the shape rule (``out_shape`` or ``FInferShape``), ``FInit`` on a fresh ``AotExtra``,
-allocates the workspaces, and marshals ``ndims``/``shapes``/``dtypes`` into a :class:`~aotbench.host.CallRecord`
+allocates the workspaces, and marshals ``ndims``/``shapes``/``dtypes`` into a :class:`~aotbench.native.runtime.CallRecord`
 once, so that a repeated call only allocates outputs and passes data pointers.
 """
 
@@ -86,7 +86,7 @@ class Plan:
                  allocate: Callable[[int], tuple[object, int]] | None = None, single: bool | None = None):
         self.record = record
         self.address = ctypes.addressof(record)
-        self.runtime = host  # what calls the kernel (aotbench.run.in_process)
+        self.runtime = host  # what calls the kernel (aotbench.run.calls)
         self.library: KernelLibrary | None = None  # the library the record's function is in (set by make_plan)
         self.n_in = n_in
         self.outputs = outputs

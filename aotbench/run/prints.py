@@ -70,7 +70,7 @@ def _memory_file() -> int:
 def shown(active: bool = True) -> Iterator[None]:
     """Capture what is written to fd 1 while the block runs and write it to ``sys.stdout`` afterwards (also when
     the block raises). Nested blocks on one thread share the outermost capture; ``active=False`` does nothing."""
-    if not active or not needs_capture():  # (a worker flushes after each call: see safety._worker)
+    if not active or not needs_capture():  # (a worker flushes after each call: see run.worker_process)
         yield
         return
     with _lock:

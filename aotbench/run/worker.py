@@ -1,12 +1,12 @@
 """Crash isolation: the runner of an op whose calls run in a worker process (``Custom(..., isolate=True,
 timeout_s=...)``).
 
-The parent keeps everything an :class:`~aotbench.op.Op` has (the library is loaded here too, for
+The parent keeps everything an :class:`~aotbench.op.op.Op` has (the library is loaded here too, for
 ``infer_shape``, ``plan_info``, ``check`` and ``with_attrs``); only calls go to the worker, through :class:`InWorker`:
 
 * the worker is ``python -m aotbench.run.worker_process``, started (``subprocess``, never a fork) on the first call and
-  again after a crash. It loads the very library and native host the parent loaded (no compiler runs) and
-  builds a plain ``Op`` from the op's ``OpSpec``; requests and replies are pickles on two pipes of their own, so
+  again after a crash. It loads the very library and native runtime the parent loaded (no compiler runs) and
+  builds a ``Kernel`` from the op's ``OpSpec``; requests and replies are pickles on two pipes of their own, so
   what the kernel prints cannot corrupt them.
 * arrays travel through one shared-memory arena owned by the parent (created, grown and always unlinked
   here; the worker only maps it): the parent copies the inputs in, the kernel writes its outputs straight into
@@ -14,7 +14,7 @@ The parent keeps everything an :class:`~aotbench.op.Op` has (the library is load
   answers "grow" when the arena is too small for the outputs; the arena only grows, so that happens rarely.
 * a worker that dies (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, a stack overflow, ``exit``) gives
   :class:`~aotbench.errors.KernelCrashedError` with the signal, the kernel's native frames (the host's crash
-  report, read by :mod:`aotbench.native_stack`) and what the kernel wrote to stderr (its stdout goes to this
+  report, read by :mod:`aotbench.run.native_stack`) and what the kernel wrote to stderr (its stdout goes to this
   process's ``sys.stdout`` after every call, and before such an error: :mod:`aotbench.run.prints`); a call longer
   than ``timeout_s`` kills it and gives
   :class:`~aotbench.errors.KernelTimeoutError`; an interrupted call (Ctrl-C) kills it too and raises

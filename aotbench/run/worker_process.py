@@ -5,7 +5,7 @@ It reads one setup message (the op's recipe, the library and host paths the pare
 shared-memory arena, the kernel writes its outputs straight into the arena, and the reply says where they are
 (or ``("grow", bytes)`` when they do not fit, or ``("error", ...)`` with the exception to re-raise). A crash
 kills only this process; the native host's crash report writes the native stack to stderr first, which the
-parent turns into the kernel's frames (:mod:`aotbench.native_stack`). A sanitized worker leaves fatal signals
+parent turns into the kernel's frames (:mod:`aotbench.run.native_stack`). A sanitized worker leaves fatal signals
 to the sanitizer, whose report says more.
 """
 
@@ -17,7 +17,6 @@ import pickle
 import signal
 import sys
 import warnings
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 

@@ -44,10 +44,22 @@ class CloudCallable:
         return self._fn
 
 
+def _defined_in_main(value: Any) -> bool:
+    """Whether ``value`` (a function, a bound method, a callable object) comes from the program's ``__main__``
+    (a script, a notebook cell), which plain pickle carries by name only."""
+    owner = getattr(value, "__self__", None)
+    for thing in (value, owner, type(value), type(owner) if owner is not None else None):
+        if thing is not None and getattr(thing, "__module__", None) == "__main__":
+            return True
+    return False
+
+
 def portable(value: Any, what: str) -> Any:
     """``value`` itself when plain pickle carries it, else wrapped in :class:`CloudCallable`; a TravelError
     naming ``what`` when neither can."""
     try:
+        if _defined_in_main(value):  # plain pickle would name it, and the other process's __main__ is not ours
+            raise pickle.PicklingError(f"{value!r} is defined in __main__")
         pickle.dumps(value)
         return value
     except TravelError:

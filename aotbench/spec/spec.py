@@ -27,10 +27,10 @@ class OpSpec:
     n_outputs: int = 1
     call_attrs: tuple[str, ...] = field(default=())
     arch: str | int | None = None  # CUDA architecture override (gpu target)
-    isolate: bool = False  # run calls in a worker process (aotbench.isolate)
+    isolate: bool = False  # run calls in a worker process (aotbench.run.worker)
     timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds
     sanitize: str | None = None  # "address" or "undefined": the worker runs a sanitizer build (implies isolate)
-    guard: bool = True  # the first call of every new input signature runs on guarded buffers (aotbench.guard)
+    guard: bool = True  # the first call of every new input signature runs on guarded buffers (aotbench.run.guard)
     tuple_result: bool = False  # out_shape/out_dtype given as tuples: a call returns a tuple even for one output
 
     @property

@@ -1,6 +1,6 @@
 """Check mode: run a kernel once with guarded, poisoned buffers and report how it broke its contract.
 
-The guarded buffers and their inspection are :mod:`aotbench.guard`'s (the op's guarded first call uses the same):
+The guarded buffers and their inspection are :mod:`aotbench.run.guard`'s (the op's guarded first call uses the same):
 bytes written past either end, output elements never written, workspace writes beyond the requested size (with
 the likely cause when the overrun is 4x or 8x: a size in elements instead of bytes), poison that leaked into
 the outputs as NaN. Check mode reports all of them as problems and adds, with a reference, the mismatch. With
@@ -75,7 +75,7 @@ def check(op: Op, *args: Any, reference: Any = None, rtol: float | None = None, 
 def _check(op: Op, args: tuple, reference: Any, rtol: float | None, atol: float | None,
            dynamic: list | None) -> CheckReport:
     kernel = op.kernel
-    device = op.device.guard_mirror(kernel)  # None on the host
+    device = op.device.guard_mirror(kernel, op.runner)  # None on the host
     if device is not None:
         arrays, extras = device.inputs(args)
     else:

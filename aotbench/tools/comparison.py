@@ -2,7 +2,7 @@
 several flag sets).
 
 A :class:`Comparison` has a text table (``str``), an HTML table (``_repr_html_``) and ``.plot()`` (matplotlib is
-imported only there, through :mod:`aotbench.plots`). Errors are against the FIRST entry (:mod:`aotbench.accuracy`).
+imported only there, through :mod:`aotbench.plots`). Errors are against the FIRST entry (:mod:`aotbench.tools.accuracy`).
 Throughput counts the minimum traffic: the bytes of the array arguments plus the bytes of the output.
 """
 

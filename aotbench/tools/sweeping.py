@@ -3,7 +3,7 @@ machine's memory bandwidth.
 
 Each point is one call of the module-level :func:`measure_point`, so an executor of processes (or a Dask
 cluster's) can run it: the op travels pickled with its source (:mod:`aotbench.op.travel`) and is built there on first
-use; a reference or ``inputs`` plain pickle cannot carry travels as cloudpickle bytes (:mod:`.portable`). Each point
+use; a reference or ``inputs`` plain pickle cannot carry travels as cloudpickle bytes (:mod:`aotbench.spec.pickling`). Each point
 records the facts of the process it ran in (:mod:`.environment`); the result's ``notes`` say where they differ from
 the client's or are known to distort the reference.
 """

@@ -13,7 +13,7 @@ The method (IPython's ``%timeit`` autorange and triton's ``do_bench``, in our ow
 
 Statistics come from one pure function, :func:`summarize`. Every time is in nanoseconds per call and every
 name says its unit. A gpu op, or any callable given device arrays, is timed on the device with CUDA events and an
-L2 flush between calls (:mod:`aotbench.gpu_timing`).
+L2 flush between calls (:mod:`aotbench.tools.gpu_timing`).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_crash_names_the_signal_and_the_next_call_works(iso, rng, mode, sig):
     # the kernel's native frames (from the worker's crash report), not the worker's Python frames
     assert any(("Recurse" if mode == "stack" else "IsoFault") in f for f in err.frames), str(err)
     assert "aotbench-native-stack" in err.stderr and "aotbench-frame" not in str(err)
-    assert "_worker.py" not in str(err) and "libpython" not in str(err)
+    assert "worker_process.py" not in str(err) and "libpython" not in str(err)
     assert os.getpid() == PARENT_PID and pid_alive(PARENT_PID)
     assert not pid_alive(worker)  # killed and reaped
     assert iso.worker_pid is None

@@ -1,6 +1,6 @@
 """The parts every view is made of: a function's instructions grouped under the source line they came from.
 
-A :class:`Listing` is what objdump, nvdisasm and a PTX file have in common once parsed: functions, each a run
+What objdump, nvdisasm and a PTX file have in common once parsed: :class:`Function` objects, each a run
 of :class:`Block` (a source location, or none, and the instructions generated for it). The text and HTML views
 (:mod:`aotbench.tools.codeview.views`) render these, with the kernel's own lines shown from its source text.
 """

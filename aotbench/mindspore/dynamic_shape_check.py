@@ -1,4 +1,4 @@
-"""Where MindSpore's Init-once behaviour would give a kernel another workspace than the one it needs.
+"""Warns (DynamicShapeWarning) where MindSpore's Init-once behaviour would give a kernel a workspace it does not fit.
 
 For a net with dynamic inputs (``Cell.set_inputs``) MindSpore 2.10 calls the kernel's ``Init`` once: in graph
 mode with -1 for the unknown dims, in PyNative mode with the first call's shapes, and keeps that workspace for
@@ -33,7 +33,7 @@ def _shapes_text(shapes) -> str:
     return ", ".join(str(tuple(s)) for s in shapes)
 
 
-class InitOnce:
+class DynamicShapeCheck:
     """Follows one op's calls from dynamic nets: what MindSpore's single Init gave, per mode and declaration."""
 
     def __init__(self, op: Op):
