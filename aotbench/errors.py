@@ -241,6 +241,18 @@ class CudaError(KernelError):
         RuntimeError.__init__(self, msg)
 
 
+class EmulatorError(CudaError):
+    """A kernel on aotbench's CUDA emulator failed or a launch was refused: ``error`` is the CUDA error a GPU
+    would give (cudaErrorInvalidConfiguration, cudaErrorAssert, cudaErrorLaunchFailure for a ``__syncthreads`` not
+    reached by every thread), ``description`` names kernel, block, thread and line. Nothing is sticky."""
+
+    def __init__(self, function: str, error: str, description: str):
+        self.function, self.status, self.exception = function, None, None
+        self.error, self.description, self.when = error, description, "in the emulator"
+        self.kernels, self.sticky, self.hint = (), False, ""
+        RuntimeError.__init__(self, f"{function}: {error} (emulated on the CPU): {description}")
+
+
 class WorkspaceError(AotbenchError, MemoryError):
     """``FInit`` requested a workspace that cannot be allocated (usually a size computed from -1 dims, or an
     element count multiplied twice)."""
@@ -408,6 +420,11 @@ class DynamicShapeWarning(AotbenchWarning):
     """With dynamic inputs (``Cell.set_inputs``) MindSpore runs the kernel's ``Init`` only once, with -1 dims in
     graph mode or the first call's shapes in PyNative mode; aotbench runs it per concrete shape, so its numbers
     are right, and this says where the same kernel would misbehave in MindSpore."""
+
+
+class EmulationWarning(AotbenchWarning):
+    """A gpu op runs on aotbench's CUDA emulator because no usable GPU is here (``emulate=None``); said once per
+    op. ``emulate=True`` asks for the emulator (no warning), ``emulate=False`` requires a GPU."""
 
 
 class ExportWarning(AotbenchWarning):

@@ -24,7 +24,7 @@ from .._version import HEADER_VERSION, __version__
 from ..native import elf
 from ..errors import ArgumentValueError, CompileError, NoLibraryError, SourceReadError
 from .diagnostics import Diagnostic
-from . import cache, hostflags, instantiation, nvcc, pch, subproc, toolchain
+from . import cache, emulator_build, hostflags, instantiation, nvcc, pch, subproc, toolchain
 from .cache import parse_depfile
 from .manifest import Dependency, Manifest
 
@@ -83,6 +83,7 @@ class Recipe:
     run_extra: tuple[str, ...] = ()
     arch_reason: str | None = None
     native: hostflags.Resolution | None = None
+    emulated: bool = False  # a .cu source built for aotbench's CUDA emulator (:mod:`.emulator_build`)
 
 
 # Flags after which g++ or nvcc writes no shared library (or writes it to stdout), though it exits with status 0.
@@ -90,8 +91,16 @@ _NO_LINK_FLAGS = frozenset({"-fsyntax-only", "-E", "-S", "-c", "-M", "-MM", "--p
                             "--ptx", "--cubin", "--fatbin", "-ptx", "-cubin", "-fatbin", "-dryrun", "--dryrun"})
 
 
-def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = None) -> Recipe:
-    """g++ with the documented C++ flags for .cc/.cpp, nvcc with the adapted CUDA flags for .cu."""
+def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = None,
+               emulated_from: tuple[Path, Path] | None = None) -> Recipe:
+    """g++ with the documented C++ flags for .cc/.cpp, nvcc with the adapted CUDA flags for .cu; for a .cu
+    source built for the CUDA emulator, ``emulated_from`` is its translation and the scheduler's object
+    (:mod:`.emulator_build`): g++ again."""
+    if emulated_from is not None:
+        cxx = toolchain.find_cxx()
+        translated, runtime = emulated_from
+        return Recipe(cxx, lambda out: emulator_build.command(cxx, source, translated, out, flags, runtime),
+                      emulated=True)
     if source.suffix in toolchain.CXX_SUFFIXES:
         cxx = toolchain.find_cxx()
         return Recipe(cxx, lambda out: toolchain.cxx_command(cxx, source, out, flags),
@@ -108,12 +117,14 @@ def recipe_for(source: Path, flags: tuple[str, ...], arch: str | int | None = No
 
 
 def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None = None,
-          force: bool = False, arch: str | int | None = None) -> Artifact:
+          force: bool = False, arch: str | int | None = None, emulate: bool = False) -> Artifact:
     """Return the library for ``source`` built with the documented command plus ``flags`` (a g++ source that opens
     with the header also pre-includes its precompiled header, :mod:`.pch`: the same library, sooner).
 
     ``force`` rebuilds even when a matching library is cached (the new build gets its own file name only if
     its inputs differ; otherwise it replaces the entry atomically). ``arch`` overrides the CUDA architecture.
+    ``emulate`` builds a .cu source for aotbench's CUDA emulator (g++, :mod:`.emulator_build`): a cache entry of
+    its own.
     """
     source = Path(source).expanduser().absolute()
     try:
@@ -121,12 +132,19 @@ def build(source: Path, *, flags: tuple[str, ...] = (), cache_dir: Path | None =
     except OSError as exc:
         raise SourceReadError(f"cannot read kernel source {source}: {exc.strerror or exc}", path=str(source)) from exc
     flags = tuple(flags)
-    documented = recipe_for(source, flags, arch)
     root = cache.prepare(cache_dir if cache_dir is not None else cache.default_cache_dir())
     stem = _STEM_UNSAFE.sub("_", source.stem)[:48] or "kernel"
     text = source_bytes.decode("utf-8", "replace")
+    translated = None
+    if emulate:
+        if source.suffix not in toolchain.CUDA_SUFFIXES:
+            raise ArgumentValueError(f"{source.name}: only a .cu source can be built for the CUDA emulator")
+        cxx = toolchain.find_cxx()
+        translated = (emulator_build.translated_path(root, source, text),
+                      emulator_build.runtime_object(root, cxx, emulator_build.variant(flags)))
+    documented = recipe_for(source, flags, arch, translated)
     search_dirs = toolchain.user_include_dirs(source, flags)
-    pre = pch.for_build(root, documented.compiler, source, text, flags)
+    pre = None if emulate else pch.for_build(root, documented.compiler, source, text, flags)
     recipe = documented if pre is None else _with_pch(documented, source, flags, pre)
 
     def base_of(r: Recipe) -> str:
@@ -287,6 +305,8 @@ def _compile(root: Path, base: str, stem: str, source: Path, source_bytes: bytes
         lib = root / f"{key}.so"
         argv = recipe.command(lib)
         gpu = recipe.arch_reason is not None
+        if recipe.emulated:
+            deps = [d for d in deps if not d.path.startswith(str(root / "emulated") + os.sep)]
         record = Manifest(
             key=key, base_key=base, source=str(source), source_sha256=hashlib.sha256(source_bytes).hexdigest(),
             argv=tuple(argv), argv_run=tuple(argv_run), compiler=toolchain.compiler_identity(recipe.compiler),

@@ -39,6 +39,7 @@ class KernelLibrary:
     prints: bool = False  # it references printf, std::cout ...: its calls capture stdout (aotbench.run.prints)
     signals: bool = False  # it references sigprocmask, signal ...: the host saves and checks the signal state
     openmp: bool = False  # it depends on GNU OpenMP's runtime (DT_NEEDED libgomp): refused after a fork (run.forking)
+    emulator: int = 0  # aotb_emu_take_report in a library built for aotbench's CUDA emulator (run.emulation)
 
 
 def check_function_name(name: str) -> str:
@@ -88,7 +89,7 @@ def load(path: Path, name: str, built_with: Sequence[str] = ()) -> KernelLibrary
     return KernelLibrary(Path(path), name, handle, kernel, address(f"{name}Init"), address(f"{name}InferShape"),
                          address("aotb_cuda_last_error"), change.set, change.clear,
                          prints=bool(elf.output_symbols(symbols)), signals=bool(elf.signal_symbols(symbols)),
-                         openmp=openmp)
+                         openmp=openmp, emulator=address("aotb_emu_take_report"))
 
 
 # What a kernel library needs from the toolchain itself (any other DT_NEEDED entry is a library of the user's).

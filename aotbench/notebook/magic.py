@@ -67,6 +67,9 @@ class AotMagics(Magics):
               "and graph mode)")
     @argument("--no-guard", action="store_true", help="do not guard the first call of each new input signature "
               "(by default it runs on fenced, poisoned buffers: an out-of-bounds write raises ContractViolation)")
+    @argument("--emulate", action="store_true", help="gpu: run the kernels on aotbench's CUDA emulator, on the "
+              "CPU, even where a GPU is usable (default: the GPU if there is one, else the emulator)")
+    @argument("--no-emulate", action="store_true", help="gpu: require a usable GPU (no emulator)")
     @argument("--sanitize", choices=["address", "undefined"], help="run a separate ASan or UBSan build, isolated; "
               "its report raises SanitizerError pointing at the cell line")
     @argument("--isolate", action="store_true", help="run every call in a worker process: a crash (SIGSEGV ...) "
@@ -92,6 +95,11 @@ class AotMagics(Magics):
         if not name.isidentifier() or keyword.iskeyword(name):
             raise UsageError(f"--name {name!r} is not a valid Python variable name")
         attrs = dict(parse_attr(a) for a in args.attr)
+        if args.emulate and args.no_emulate:
+            raise UsageError("--emulate and --no-emulate contradict each other: give one of them (or neither)")
+        emulate = True if args.emulate else (False if args.no_emulate else None)
+        if emulate is not None and args.target != "gpu":
+            raise UsageError(f"--{'no-' if emulate is False else ''}emulate is for gpu cells (%%aot_kernel gpu)")
         source = cells.write_cell_source(cell, func, args.target)
         flags = shlex.split(unquote(args.flags))
         if cells.includes_local_headers(cell):
@@ -101,7 +109,7 @@ class AotMagics(Magics):
                         target=args.target, flags=flags, force=args.force,
                         arch=unquote(args.arch) if args.arch else None,
                         isolate=args.isolate or args.timeout_s is not None, timeout_s=args.timeout_s,
-                        sanitize=args.sanitize, guard=not args.no_guard)
+                        sanitize=args.sanitize, guard=not args.no_guard, emulate=emulate)
         except ShapeError as err:
             if args.out_shape is not None or "InferShape" not in str(err):
                 raise
@@ -125,7 +133,8 @@ class AotMagics(Magics):
         if args.verbose:
             self._explain(op, previous)
         # Same kind of op (isolated or not) and target: re-running the cell rebuilds into the same object.
-        if isinstance(previous, Op) and type(previous) is type(op) and previous.spec.target == op.spec.target:
+        if (isinstance(previous, Op) and type(previous) is type(op) and previous.spec.target == op.spec.target
+                and previous.emulated == op.emulated):
             previous.reload_from(op)
             op = previous
         op.check_next_call = args.check

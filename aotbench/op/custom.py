@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -17,8 +18,10 @@ from ..build.native_runtime import get_runtime
 from ..spec.registration import OpInfo
 from ..spec.rules import count_outputs, declares_tuple
 from ..spec.spec import OpSpec, parse_flags
-from ..errors import ArgumentTypeError, ArgumentValueError, LoadError
+from .._userframe import user_stacklevel
+from ..errors import ArgumentTypeError, ArgumentValueError, EmulationWarning, LoadError
 from .op import Op
+from ..run.gpu_availability import gpu_unavailable_reason
 from ..run.sanitize import check_kind as check_sanitizer
 
 TARGETS = ("cpu", "gpu")
@@ -28,7 +31,7 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
            reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
            flags: Any = None, cache_dir: str | Path | None = None, force: bool = False,
            arch: str | int | None = None, isolate: bool = False, timeout_s: float | None = None,
-           sanitize: str | None = None, guard: bool = True) -> Op:
+           sanitize: str | None = None, guard: bool = True, emulate: bool | None = None) -> Op:
     """Build (or load) an aot kernel and return it as a callable :class:`~aotbench.op.op.Op`.
 
     ``func`` is ``"path:name"``, split at the first colon; a ``.cc``/``.cpp`` path is compiled with the
@@ -43,10 +46,15 @@ def Custom(func: str, out_shape: Any = None, out_dtype: Any = None, func_type: s
     (:mod:`aotbench.run.guard`): a write outside them raises ``ContractViolation``, unwritten outputs or leaked
     poison warn (``ContractWarning``); later calls of that signature take the fast path. ``guard=False`` turns it
     off; a sanitized op has the sanitizer instead.
+
+    ``emulate`` (gpu ops): ``True`` builds the .cu source for aotbench's CUDA emulator (g++, the kernels run on the
+    CPU on numpy arrays: :mod:`aotbench.run.emulation`), ``False`` requires a usable GPU, ``None`` (the default)
+    uses a GPU when there is one and the emulator otherwise, with one ``EmulationWarning`` saying so. An emulated
+    op can also be isolated or sanitized like a cpu op.
     """
     spec = make_spec(func, out_shape, out_dtype, func_type, reg_info, attrs=attrs, target=target, flags=flags,
                      cache_dir=cache_dir, arch=arch, isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
-                     guard=guard)
+                     guard=guard, emulate=emulate)
     return _from_spec(spec, force=force)
 
 
@@ -54,7 +62,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
               reg_info: OpInfo | None = None, *, attrs: dict[str, Any] | None = None, target: str | None = None,
               flags: Any = None, cache_dir: str | Path | None = None, arch: str | int | None = None,
               isolate: bool = False, timeout_s: float | None = None, sanitize: str | None = None,
-              guard: bool = True) -> OpSpec:
+              guard: bool = True, emulate: bool | None = None) -> OpSpec:
     """Validate ``Custom``'s arguments into an :class:`OpSpec` (no compiler, no loading)."""
     if func_type != "aot":
         raise ArgumentValueError(f"func_type={func_type!r}: aotbench runs only 'aot' kernels")
@@ -77,11 +85,16 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         if name in call_attrs:
             raise ArgumentValueError(f"attribute {name!r} is registered without value=, so it is a call argument")
         merged[name] = typed(name, value)
-    if target == "gpu" and (isolate or sanitize is not None):
+    if emulate is not None and not isinstance(emulate, bool):
+        raise ArgumentTypeError(f"emulate must be True, False or None, got {emulate!r}")
+    if emulate is not None and target != "gpu":
+        raise ArgumentValueError(f"emulate={emulate!r} is for gpu ops (a .cu source): a cpu op already runs on the CPU")
+    if target == "gpu" and emulate is not True and (isolate or sanitize is not None):
         raise ArgumentValueError(
-            "isolate= and sanitize= run cpu kernels in a worker process; a gpu op runs in this process, on the "
-            "device. To find a gpu kernel's memory errors or races safely, use op.compute_sanitizer(*inputs, "
-            "tool='memcheck' or 'racecheck'): one call in a subprocess under NVIDIA's compute-sanitizer.")
+            "isolate= and sanitize= run kernels on the CPU in a worker process; a gpu op runs in this process, on "
+            "the device. Add emulate=True to run this op on aotbench's CUDA emulator (a CPU op, which can be "
+            "isolated or sanitized), or, on a GPU, use op.compute_sanitizer(*inputs, tool='memcheck' or "
+            "'racecheck'): one call in a subprocess under NVIDIA's compute-sanitizer.")
     if check_sanitizer(sanitize) is not None:
         isolate = True  # a sanitized library can only run in a worker started with its runtime preloaded
     if not isinstance(isolate, bool):
@@ -100,7 +113,7 @@ def make_spec(func: str, out_shape: Any = None, out_dtype: Any = None, func_type
         n_outputs=count_outputs(out_shape, out_dtype, reg_info), call_attrs=tuple(call_attrs), arch=arch,
         isolate=isolate, timeout_s=timeout_s, sanitize=sanitize,
         guard=guard and sanitize is None,  # ASan/UBSan see the real buffers' bounds; guard zones would hide them
-        tuple_result=declares_tuple(out_shape, out_dtype),
+        tuple_result=declares_tuple(out_shape, out_dtype), emulate=emulate,
     )
 
 
@@ -119,18 +132,38 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
         if not path.exists():
             raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
         return _make_op(spec, _load_prebuilt(path.absolute(), name, spec.cache_dir), host)
-    artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch)
+    emulated = _emulated(spec, name)
+    artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch,
+                           emulate=emulated)
     try:
         library = load(artifact.path, name, artifact.command)
     except LoadError:
         # A cached library that no longer loads is rebuilt once; a fresh one that fails is the user's to fix.
         if artifact.cache_hit:
             build.invalidate(artifact)
-            artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True, arch=spec.arch)
+            artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=True, arch=spec.arch,
+                                   emulate=emulated)
             library = load(artifact.path, name, artifact.command)
         else:
             raise
     return _make_op(spec, library, host, artifact, path.absolute())
+
+
+def _emulated(spec: OpSpec, name: str) -> bool:
+    """Whether this gpu op is built for the CUDA emulator: asked for, or (``emulate=None``) no usable GPU here,
+    which an :class:`~aotbench.errors.EmulationWarning` says once for the op."""
+    if spec.target != "gpu" or spec.emulate is False:
+        return False
+    if spec.emulate:
+        return True
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return False
+    warnings.warn(EmulationWarning(
+        f"{name} runs on aotbench's CUDA emulator, on the CPU, because {reason}. Its results are checked as a "
+        "GPU's would be; its timings are the emulator's, not a GPU's. Pass emulate=True to ask for the emulator "
+        "(and silence this), emulate=False to require a GPU."), stacklevel=user_stacklevel())
+    return True
 
 
 def _anchored(spec: OpSpec) -> OpSpec:

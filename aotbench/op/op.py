@@ -26,6 +26,7 @@ from ..run.kernel import Kernel
 from ..run.plan import workspace_allocation
 from ..run.plan_cache import MAX_PLANS, PlanCache
 from ..run import devices
+from ..run.emulation import EMULATED, is_emulated
 from ..run.runner import Runner
 from ..spec import rules
 from ..spec.spec import OpSpec, parse_flags
@@ -67,9 +68,8 @@ class Op(Accessors):
                 f"define extern \"C\" std::vector<int64_t> {library.name}InferShape(int *ndims, int64_t **shapes, "
                 "AotExtra *extra).")
         #: Where the calls run (:class:`aotbench.run.runner.Runner`), chosen once.
-        self.runner = runner if runner is not None else devices.for_target(spec.target).runner()
-        #: Whose memory the arrays live in and whose clock times the op (:mod:`aotbench.run.devices`).
-        self.device = self.runner.device
+        self.runner = runner if runner is not None else (
+            EMULATED.runner() if is_emulated(library) else devices.for_target(spec.target).runner())
         self._lock = threading.Lock()
         self._once: dict[str, Callable] = {}  # the next call's one-shot wrappers (see call_next_through)
         self._reload_callbacks: list = []
@@ -79,6 +79,8 @@ class Op(Accessors):
         self._caches: list[PlanCache] = []
         self._finalizer = weakref.finalize(self, _clear, self._caches)
         self._use(Kernel(spec, library, runtime, artifact, source))
+        #: Whose memory the arrays live in and whose clock times the op (:mod:`aotbench.run.devices`).
+        self.device = self.runner.device
         _LIVE_OPS.add(self)
 
     def _use(self, kernel: Kernel) -> None:
@@ -139,8 +141,14 @@ class Op(Accessors):
         attrs = ", ".join(describe(a) for a in spec.attrs) or "none"
         calls = f", call attrs: {', '.join(spec.call_attrs)}" if spec.call_attrs else ""
         origin = f"built {self.artifact.path.name}" if self.artifact else f"prebuilt {self.library.path}"
-        return (f"<aotbench.{type(self).__name__} {self.name} [{spec.target}] outputs: {spec.n_outputs} by "
+        target = f"{spec.target}, emulated on the CPU" if self.emulated else spec.target
+        return (f"<aotbench.{type(self).__name__} {self.name} [{target}] outputs: {spec.n_outputs} by "
                 f"{rules.describe_rule(spec.out_shape)}; attrs: {attrs}{calls}; {origin}>")
+
+    @property
+    def emulated(self) -> bool:
+        """True when this gpu op runs on aotbench's CUDA emulator, on the CPU (``Custom(..., emulate=...)``)."""
+        return is_emulated(self.library)
 
     def _repr_html_(self) -> str:
         from ..notebook.display import op_html

@@ -52,12 +52,17 @@ class InWorker(Runner):
     def __init__(self) -> None:
         self._channel: _Channel | None = None
         self.sanitized_artifact = None
+        self._device: Device = CPU
 
     @property
     def device(self) -> Device:
-        return CPU
+        """The cpu, or the CUDA emulator for an emulated gpu op (its kernels run on the worker's CPU)."""
+        return self._device
 
     def start(self, kernel: Kernel) -> None:
+        from .emulation import EMULATED, is_emulated
+
+        self._device = EMULATED if is_emulated(kernel.library) else CPU
         worker_library, env = self._worker_library(kernel)
         setup = _worker_setup(kernel, worker_library)
         if self._channel is None:
@@ -77,7 +82,7 @@ class InWorker(Runner):
             raise ArgumentValueError("sanitize= needs a kernel source (.cc/.cpp/.cu) to rebuild; this op is a prebuilt "
                                 "library")
         artifact = build.build(kernel.source, flags=spec.flags + sanitize.flags(spec.sanitize),
-                               cache_dir=spec.cache_dir, arch=spec.arch)
+                               cache_dir=spec.cache_dir, arch=spec.arch, emulate=bool(kernel.library.emulator))
         self.sanitized_artifact = artifact
         return str(artifact.path), sanitize.worker_env(spec.sanitize)
 

@@ -68,6 +68,10 @@ class Server:
             warnings.simplefilter("ignore")
             library = load(Path(library), name)
         self.kernel = Kernel(restored_spec(spec), library, runtime)
+        if library.emulator:
+            from .emulation import configure
+
+            configure(library)
         self.arena_name: str | None = None
         self.arena: mmap.mmap | None = None
 
@@ -145,6 +149,15 @@ class Server:
                                        run, first if kernel.spec.guard else None)
         except ArenaTooSmall as grow:
             return pickle.dumps(("grow", grow.size), protocol=5)
+        finally:
+            if kernel.library.emulator:  # what the emulator noted belongs to this call
+                from .emulation import take_report
+
+                code, message = take_report(kernel.library)
+        if kernel.library.emulator and code:
+            from .emulation import raise_report_from
+
+            raise_report_from(kernel.name, code, message)
         return pickle.dumps(("ok", (layout, findings)), protocol=5)
 
 

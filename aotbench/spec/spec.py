@@ -31,6 +31,7 @@ class OpSpec:
     timeout_s: float | None = None  # isolated calls only: kill the worker after this many seconds
     sanitize: str | None = None  # "address" or "undefined": the worker runs a sanitizer build (implies isolate)
     guard: bool = True  # the first call of every new input signature runs on guarded buffers (aotbench.run.guard)
+    emulate: bool | None = None  # gpu ops: True runs on aotbench's CUDA emulator, False needs a GPU, None either
     tuple_result: bool = False  # out_shape/out_dtype given as tuples: a call returns a tuple even for one output
 
     @property

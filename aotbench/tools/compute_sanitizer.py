@@ -198,7 +198,12 @@ def _locate(finding: Finding, line: str) -> None:
 
 
 def run_compute_sanitizer(op: Op, *args: Any, tool: str = "memcheck", timeout_s: float = 300.0) -> SanitizerReport:
-    """Run one call of the gpu ``op`` on ``args`` under compute-sanitizer's ``tool`` (see the module)."""
+    """Run one call of the gpu ``op`` on ``args`` under compute-sanitizer's ``tool`` (see the module); an op on
+    the CUDA emulator gets the emulator's own memcheck, racecheck or synccheck instead (same report type)."""
+    if getattr(op, "emulated", False):  # no GPU: the emulator's own checks (aotbench.tools.emulator_sanitizer)
+        from .emulator_sanitizer import run_on_emulator
+
+        return run_on_emulator(op, *args, tool=tool, timeout_s=timeout_s)
     if tool not in TOOLS:
         raise ArgumentValueError(f"tool={tool!r}: compute-sanitizer's tools are {', '.join(TOOLS)}")
     if not op.device.runs_elsewhere:
