@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .tools.timing import Timing, format_ns
+from .tools.timing import Timing, format_ns, shown_label
 from .errors import ArgumentTypeError, ArgumentValueError
 from .tools.accuracy import max_errors
 from .tools.comparison import Comparison
@@ -59,7 +59,7 @@ def _labelled_timings(data: Any) -> list[tuple[str, Timing]]:
     if isinstance(data, Sweep):
         raise ArgumentTypeError("plots.timings draws one bar per entry; plot a Sweep with plots.scaling(sweep)")
     if isinstance(data, Comparison):
-        return [(row.label, row.timing) for row in data.rows]
+        return [(shown_label(row.label, row.timing), row.timing) for row in data.rows]
     if isinstance(data, Timing):
         data = [data]
     if isinstance(data, Mapping):
@@ -71,7 +71,7 @@ def _labelled_timings(data: Any) -> list[tuple[str, Timing]]:
     if not pairs or not all(isinstance(t, Timing) for _, t in pairs):
         raise ArgumentTypeError("plots.timings needs a Comparison, a mapping label -> Timing or a list of Timing "
                                 f"(from aotbench.bench), got {type(data).__name__}")
-    return [(label or f"#{i}", t) for i, (label, t) in enumerate(pairs)]
+    return [(shown_label(label or f"#{i}", t), t) for i, (label, t) in enumerate(pairs)]
 
 
 def timings(data: Any, ax: Any = None, title: str | None = None):

@@ -32,7 +32,8 @@ def op_rows(op: Op) -> list[tuple[str, str]]:
     else:
         build = f"compiled in {op.artifact.build_time_s:.2f} s, {op.artifact.path.name}"
     outputs = f"{spec.n_outputs} by {rules.describe_rule(spec.out_shape)}"
-    rows = [("function", op.name), ("target", spec.target), ("attributes", attrs), ("outputs", outputs),
+    target = f"{spec.target}, emulated on the CPU" if getattr(op, "emulated", False) else spec.target
+    rows = [("function", op.name), ("target", target), ("attributes", attrs), ("outputs", outputs),
             ("build", build)]
     record = op.artifact.manifest if op.artifact else None
     if record is not None and record.arch_reason is not None:

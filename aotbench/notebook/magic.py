@@ -90,16 +90,16 @@ class AotMagics(Magics):
         the kernel function's name (or --name); re-running the cell rebuilds it into the same object.
         """
         args = parse_argstring(self.aot_kernel, line)
-        func = self._choose_function(cell, args.target, unquote(args.func) if args.func else None)
-        name = unquote(args.name) if args.name else func
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise UsageError(f"--name {name!r} is not a valid Python variable name")
-        attrs = dict(parse_attr(a) for a in args.attr)
         if args.emulate and args.no_emulate:
             raise UsageError("--emulate and --no-emulate contradict each other: give one of them (or neither)")
         emulate = True if args.emulate else (False if args.no_emulate else None)
         if emulate is not None and args.target != "gpu":
             raise UsageError(f"--{'no-' if emulate is False else ''}emulate is for gpu cells (%%aot_kernel gpu)")
+        func = self._choose_function(cell, args.target, unquote(args.func) if args.func else None)
+        name = unquote(args.name) if args.name else func
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise UsageError(f"--name {name!r} is not a valid Python variable name")
+        attrs = dict(parse_attr(a) for a in args.attr)
         source = cells.write_cell_source(cell, func, args.target)
         flags = shlex.split(unquote(args.flags))
         if cells.includes_local_headers(cell):

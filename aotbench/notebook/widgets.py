@@ -231,7 +231,7 @@ class ExplorePanel(W.VBox):
     def _snapshot_text(self) -> str:
         controls = ", ".join([*self.controls, *self.dims]) or "none"
         compared = "PASS/FAIL against the reference" if self.reference is not None else "the output"
-        return (f"op.explore panel of {self.op.name} [{self.op.spec.target}]: controls for {controls}; it shows the "
+        return (f"op.explore panel of {self.op.name} [{_target(self.op)}]: controls for {controls}; it shows the "
                 f"output shape InferShape gives, {compared}, timings and a plot. Run the cell for the live "
                 f"panel.\nwhen shown: {self.summary()}")
 
@@ -396,7 +396,7 @@ class ExplorePanel(W.VBox):
     def _show_title(self, note: str = "") -> None:
         op = self.op
         built = op.artifact.path.name if op.artifact else str(op.library.path)
-        self.title.value = (f"<b>{html.escape(op.name)}</b> <small>[{op.spec.target}] {html.escape(built)}"
+        self.title.value = (f"<b>{html.escape(op.name)}</b> <small>[{_target(op)}] {html.escape(built)}"
                             f"</small>{note}")
 
     def _reloaded(self, op) -> None:
@@ -417,3 +417,8 @@ def explore(op, *example_inputs: Any, reference: Callable | None = None, dynamic
 
 
 __all__ = ["ExplorePanel", "control_for_attr", "control_for_dim", "explore", "read_attr"]
+
+
+def _target(op) -> str:
+    """The op's target as the panel shows it: an emulated gpu op says it runs on the CPU."""
+    return f"{op.spec.target}, emulated on the CPU" if getattr(op, "emulated", False) else op.spec.target

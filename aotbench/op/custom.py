@@ -132,7 +132,7 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
         if not path.exists():
             raise LoadError(str(path), "no such file", "Give the path of a .cc/.cpp source or a built .so library.")
         return _make_op(spec, _load_prebuilt(path.absolute(), name, spec.cache_dir), host)
-    emulated = _emulated(spec, name)
+    emulated = _emulated(spec, name, path)
     artifact = build.build(path, flags=spec.flags, cache_dir=spec.cache_dir, force=force, arch=spec.arch,
                            emulate=emulated)
     try:
@@ -149,13 +149,17 @@ def _from_spec(spec: OpSpec, force: bool = False) -> Op:
     return _make_op(spec, library, host, artifact, path.absolute())
 
 
-def _emulated(spec: OpSpec, name: str) -> bool:
-    """Whether this gpu op is built for the CUDA emulator: asked for, or (``emulate=None``) no usable GPU here,
-    which an :class:`~aotbench.errors.EmulationWarning` says once for the op."""
+def _emulated(spec: OpSpec, name: str, path: Path) -> bool:
+    """Whether this gpu op is built for the CUDA emulator: asked for, or (``emulate=None``) a .cu source and no
+    usable GPU here, which an :class:`~aotbench.errors.EmulationWarning` says once for the op."""
     if spec.target != "gpu" or spec.emulate is False:
         return False
     if spec.emulate:
+        if path.suffix not in toolchain.CUDA_SUFFIXES:
+            raise ArgumentValueError(f"emulate=True needs a CUDA source (.cu); {path.name} is not one")
         return True
+    if path.suffix not in toolchain.CUDA_SUFFIXES:
+        return False  # host code for a gpu target: only a .cu source can be emulated
     reason = gpu_unavailable_reason()
     if reason is None:
         return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -67,7 +68,9 @@ class EmulatedRunner(InProcess):
 
     def call(self, kernel: Kernel, args: tuple) -> Any:
         try:
-            result = super().call(kernel, args)
+            with warnings.catch_warnings(record=True) as said:  # the guard's findings wait for the report:
+                warnings.simplefilter("always")                  # a kernel the emulator stopped left outputs
+                result = super().call(kernel, args)              # unwritten, which is no news
         except KeyboardInterrupt:
             abandon(kernel.library)
             raise
@@ -75,6 +78,8 @@ class EmulatedRunner(InProcess):
             take_report(kernel.library)  # what the emulator noted belongs to this failed call, not the next
             raise
         raise_report(kernel.library, kernel.name)
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         return result
 
 

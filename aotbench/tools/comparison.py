@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..spec.spec import OpSpec, parse_flags
-from .timing import Timing, bench, format_ns, gbps
+from .timing import Timing, bench, format_ns, gbps, shown_label
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
 from .tables import format_bytes, html_table, text_table
@@ -61,12 +61,13 @@ class Comparison:
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         header = ["", "median", "IQR", "speed-up", "GB/s", f"max abs / rel error vs {self.rows[0].label}"]
-        body = [[r.label, format_ns(r.timing.median_ns), format_ns(r.timing.iqr_ns), f"{r.speedup:.2f}x",
+        body = [[shown_label(r.label, r.timing), format_ns(r.timing.median_ns), format_ns(r.timing.iqr_ns),
+                 f"{r.speedup:.2f}x",
                  f"{r.gbps:.2f}", "(baseline)" if i == 0 else r.error_text()] for i, r in enumerate(self.rows)]
         if self.vectorized:
             header.append("vectorized (source lines)")
-            for row in body:
-                row.append(self.vectorized.get(row[0], ""))
+            for row, r in zip(body, self.rows):
+                row.append(self.vectorized.get(r.label, ""))
         return header, body
 
     def _caption(self) -> str:

@@ -56,7 +56,7 @@ _TSAN_ACCESS = re.compile(r"^\s+(?P<what>(?:Previous )?(?:[Aa]tomic )?(?:[Ww]rit
 _TSAN_NAME = re.compile(r"Thread (?P<tid>T\d+) '(?P<name>[^']*)'")
 _NAMED = re.compile(r"thread \((?P<thread>[^)]*)\) of block \((?P<block>[^)]*)\)")
 _LOCATION = re.compile(r"Location is (?P<what>[^\n]*)")
-_WHERE = re.compile(r"(?:at|\()(?P<file>[^\s:()]+):(?P<line>\d+)")
+_WHERE = re.compile(r"(?:at |\()(?P<file>[^\s:()]+):(?P<line>\d+)")
 _BLOCK = re.compile(r"block \((?P<block>[^)]*)\)")
 
 

@@ -157,7 +157,9 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
     calls = [(op, size, inputs, reference, budget_ms, s) for size, s in zip(points, seeds)]
     if label is not None and not isinstance(label, str):
         raise ArgumentTypeError(f"label must be a string, got {label!r}")
-    label = label or getattr(op, "name", getattr(op, "__name__", "op"))
+    if not label:
+        label = getattr(op, "name", getattr(op, "__name__", "op"))
+        label += " (emulated on the CPU)" if getattr(op, "emulated", False) else ""
     bar = _progress_bar(progress, len(calls), label)
     try:
         results = _run_points(calls, executor, bar)

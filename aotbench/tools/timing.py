@@ -73,6 +73,11 @@ def summarize(samples_ns) -> Stats:
                  min_ns=ordered[0], max_ns=ordered[-1], mean_ns=sum(ordered) / len(ordered), count=len(ordered))
 
 
+def shown_label(label: str, timing: Timing) -> str:
+    """An entry's label as tables and plots show it: an emulated op's says so (its times are the CPU's)."""
+    return f"{label} (emulated on the CPU)" if timing.device == "emulated" else label
+
+
 def format_ns(ns: float) -> str:
     """A time with a readable unit: ``850 ns``, ``12.3 us``, ``4.56 ms``, ``1.20 s``."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
@@ -128,7 +133,7 @@ class Timing:
     def __str__(self) -> str:
         label = f"{self.label}: " if self.label else ""
         cold = (", L2 flushed" if self.device == "gpu" else ", cold caches") if self.flushed else ""
-        device = ""
+        device = "; emulated on the CPU" if self.device == "emulated" else ""
         if self.device == "gpu":
             device = f"; device time from {self.clock}" + (", CUDA graph replay" if self.graph else "")
             if self.launch_overhead_ns is not None:
@@ -265,4 +270,5 @@ def gbps(nbytes: float, ns: float) -> float:
     return nbytes / ns if ns > 0 else math.inf
 
 
-__all__ = ["Stats", "Timing", "autorange", "bench", "bench_host", "flush_buffer_bytes", "format_ns", "gbps", "summarize"]
+__all__ = ["Stats", "Timing", "autorange", "bench", "bench_host", "flush_buffer_bytes", "format_ns", "gbps", "shown_label",
+           "summarize"]

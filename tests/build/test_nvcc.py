@@ -23,7 +23,7 @@ KERNEL = Path(__file__).resolve().parents[1] / "support" / "kernels" / "nvcc_axp
 
 @pytest.fixture(scope="module")
 def axpy():
-    return aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 2.5, "transpose": False})
+    return aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 2.5, "transpose": False}, emulate=False)
 
 
 def test_command_is_the_documented_cuda_command_with_adapted_archs(axpy):
@@ -67,15 +67,15 @@ def test_arch_choice_without_a_gpu_drops_rejected_archs_and_keeps_ptx(axpy):
 @pytest.mark.slow
 def test_explicit_arch_override_is_used_and_recorded():
     """arch="sm_90" builds exactly that (machine code + PTX) and says so in the manifest; a bad arch is refused."""
-    op = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="sm_90")
+    op = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, emulate=False, arch="sm_90")
     gencode = op.command[5:op.command.index("--use_fast_math")]
     assert gencode == ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
     assert "arch='sm_90' given" in op.artifact.manifest["arch_reason"]
     assert any(r["arch"] == "sm_90" for r in op.resources)
     with pytest.raises(aotbench.ArgumentError, match="this nvcc supports"):
-        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="sm_10")
+        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, emulate=False, arch="sm_10")
     with pytest.raises(aotbench.ArgumentError, match="sm_90"):
-        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, arch="hopper")
+        aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, emulate=False, arch="hopper")
 
 
 def test_resource_report_names_the_kernel_and_its_shared_memory(axpy):
@@ -140,8 +140,8 @@ def test_the_probe_is_not_a_user_flag():
     """A rebuild with another flag names only that flag as the change, not the pre-included probe."""
     from aotbench.build.compile import describe_change
 
-    a = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False})
-    b = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False},
+    a = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, emulate=False)
+    b = aotbench.Custom(f"{KERNEL}:Axpy", None, np.float32, attrs={"a": 1.0, "transpose": False}, emulate=False,
                         flags=["-lineinfo"])
     assert describe_change(a.artifact, b.artifact) == ["flags changed: [] -> ['-lineinfo']"]
 
@@ -156,7 +156,7 @@ def test_cuda_examples_build_without_warnings_or_spills(example, name, kernels):
 
     attrs = {"a": 2.0} if name == "Saxpy" else {"axis": 0, "keep_dim": False}
     op = aotbench.Custom(str(aotbench.examples_dir() / example) + f":{name}",
-                         (lambda s0, s1: s0) if name == "Saxpy" else None, np.float32, attrs=attrs)
+                         (lambda s0, s1: s0) if name == "Saxpy" else None, np.float32, attrs=attrs, emulate=False)
     assert "warning" not in op.log.lower()
     assert set(kernel_names(op)) == kernels
     assert all(r["spill_stores"] == 0 and r["registers"] <= 64 for r in op.resources)
@@ -168,7 +168,7 @@ def test_fused_example_asks_for_its_workspace_in_bytes_and_none_for_unknown_dims
     many chunks (at most 32, at most one per row) as give the first pass about 2048 blocks of 256 columns; so a
     16384^2 input has 32 partial rows, few for the second pass to add. Nothing for axis=1 or -1 dims."""
     op = aotbench.Custom(str(aotbench.examples_dir() / "add_reduce.cu") + ":AddReduce", None, np.float32,
-                         attrs={"axis": 0, "keep_dim": True})
+                         attrs={"axis": 0, "keep_dim": True}, emulate=False)
 
     def partial_rows(rows: int, cols: int) -> int:
         chunks = max(min(-(-2048 // -(-cols // 256)), 32, rows), 1)
@@ -201,7 +201,7 @@ def test_nvcc_compile_errors_are_parsed_with_their_lines(tmp_path):
     source.write_text('#include <cstdint>\nextern "C" int F(void *extra) {\n'
                       '  const float a = static_cast<AotExtra *>(extra)->Attr<float>("a");\n  return 0;\n}\n')
     with pytest.raises(aotbench.CompileError) as info:
-        aotbench.Custom(f"{source}:F", (1,), np.float32)
+        aotbench.Custom(f"{source}:F", (1,), np.float32, emulate=False)
     errors = info.value.errors
     assert errors and all(d.line == 3 and Path(d.file).name == "broken kernel.cu" for d in errors)
     assert 'identifier "AotExtra" is undefined' in errors[0].message
@@ -222,7 +222,7 @@ def test_a_launch_without_the_stream_is_noted(tmp_path):
         '  k<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(p);\n'
         '  // k<<<1, 32>>>(p);  a comment\n'
         '  return 0;\n}\n')
-    op = aotbench.Custom(f"{source}:F", (32,), np.float32)
+    op = aotbench.Custom(f"{source}:F", (32,), np.float32, emulate=False)
     (note,) = op.artifact.manifest["notes"]
     assert note.startswith("line 6: this launch has no stream argument")
     assert "line 6: this launch" in op_text(op)

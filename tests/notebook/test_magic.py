@@ -532,14 +532,15 @@ def test_gpu_cell_compiles_reports_resources_and_explains_a_missing_device(ip, r
     report; where no device is usable, calling it says why."""
     from aotbench.run.gpu_availability import gpu_unavailable_reason
 
-    op = ip.run_cell_magic("aot_kernel", f"gpu {SAME} --arch sm_90", GPU_CELL)
+    op = ip.run_cell_magic("aot_kernel", f"gpu {SAME} --arch sm_90 --no-emulate", GPU_CELL)
     assert ip.user_ns["MagicScale"] is op and op.spec.target == "gpu"
     assert Path(op.command[0]).name == "nvcc" and op.command[op.command.index("-o") + 2].endswith(".cu")
     assert "arch=compute_90,code=[sm_90,compute_90]" in op.command
     (report,) = op.resources
     assert report["arch"] == "sm_90" and report["kernel"].startswith("scale_kernel")
     assert "scale_kernel" in op._repr_html_()
-    file_op = aotbench.Custom(f"{op.source_path}:MagicScale", ip.user_ns["first_shape"], None, arch="sm_90")
+    file_op = aotbench.Custom(f"{op.source_path}:MagicScale", ip.user_ns["first_shape"], None, arch="sm_90",
+                              emulate=False)
     assert file_op.artifact.path == op.artifact.path  # the same build as from a file
     reason = gpu_unavailable_reason()
     if reason is None:
@@ -563,3 +564,21 @@ def test_re_running_the_cell_refreshes_an_open_panel_and_a_failed_build_shows_in
         ip.run_cell_magic("aot_kernel", f"cpu --name affine {SAME}", affine_cell("Affine", k="3.0f +"))
     assert "CompileError" in panel.error.value and "previous build" in panel.title.value
     np.testing.assert_allclose(op(x, y), x + 3 * y, rtol=1e-6)  # the previous build still runs
+
+
+def test_gpu_cell_on_the_emulator_runs_and_names_cell_lines(ip, rng):
+    """--emulate builds the cell for aotbench's CUDA emulator: it runs on numpy arrays; --emulate and
+    --no-emulate together, or on a cpu cell, are usage errors."""
+    op = ip.run_cell_magic("aot_kernel", f"gpu {SAME} --emulate", GPU_CELL)
+    assert op.emulated and ip.user_ns["MagicScale"] is op
+    x = rand(rng, 1001)
+    np.testing.assert_allclose(op(x), 3.0 * x, rtol=1e-6)
+    with pytest.raises(UsageError, match="contradict"):
+        ip.run_cell_magic("aot_kernel", f"gpu {SAME} --emulate --no-emulate", GPU_CELL)
+    with pytest.raises(UsageError, match="gpu cells"):
+        ip.run_cell_magic("aot_kernel", "cpu --emulate", "int F(){return 0;}")
+    broken = GPU_CELL.replace("return 0;\n}", "return 0\n}")
+    with pytest.raises(CompileError) as err:
+        ip.run_cell_magic("aot_kernel", f"gpu {SAME} --emulate", broken)
+    line = next(i for i, s in enumerate(broken.splitlines(), 1) if s.strip() == "return 0")
+    assert any(d.file == "<cell>" and d.line in (line, line + 1) for d in err.value.errors), err.value.errors

@@ -203,7 +203,8 @@ def test_cell_magic_shows_both_views_with_the_cells_own_line_numbers(tmp_path):
 @pytest.mark.nvcc
 def test_gpu_sass_and_ptx_per_kernel_with_source_lines_and_registers():
     source = aotbench.examples_dir() / "saxpy.cu"
-    op = aotbench.Custom(f"{source}:Saxpy", lambda s0, s1: s0, np.float32, target="gpu", attrs={"a": 2.0})
+    op = aotbench.Custom(f"{source}:Saxpy", lambda s0, s1: s0, np.float32, target="gpu", attrs={"a": 2.0},
+                         emulate=False)
     lines = source.read_text().splitlines()
     sass = op.disassemble()
     kernels = {f.name.split("::")[-1].split("(")[0] for f in sass.functions}

@@ -123,7 +123,7 @@ def test_a_missing_compute_sanitizer_names_where_to_get_it(monkeypatch, tmp_path
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_arguments_are_checked_before_anything_runs(rng):
-    op = aotbench.Custom(FAULTS, lambda s: s, np.float32, attrs={"mode": 0})
+    op = aotbench.Custom(FAULTS, lambda s: s, np.float32, attrs={"mode": 0}, emulate=False)
     x = rng.standard_normal(16, dtype=np.float32)
     with pytest.raises(aotbench.ArgumentError, match="memcheck, racecheck"):
         op.compute_sanitizer(x, tool="addresscheck")

@@ -143,7 +143,8 @@ def test_bad_arguments_are_clear():
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_a_gpu_op_is_refused_with_the_reason(kernels):
-    op = aotbench.Custom(f"{kernels / 'nvcc_axpy.cu'}:Axpy", None, np.float32, attrs={"a": 2.0, "transpose": False})
+    op = aotbench.Custom(f"{kernels / 'nvcc_axpy.cu'}:Axpy", None, np.float32, attrs={"a": 2.0, "transpose": False},
+                         emulate=False)
     with pytest.raises(DeviceUnavailableError, match="gpu op"):
         op.bench(np.ones(4, np.float32), np.ones(4, np.float32))
 

@@ -197,6 +197,7 @@ struct LaunchState {
   int line;
   uint64_t blocks;
   unsigned nthreads;
+  uint64_t serial;  // unique per launch in this library (never 0)
   std::atomic<uint64_t> next_block{0};
   std::atomic<int> failed{0};
   std::atomic<int> busy{0};
@@ -216,7 +217,7 @@ std::string triple(unsigned x, unsigned y, unsigned z) {
 
 struct Block {
   LaunchState *launch = nullptr;
-  const LaunchState *prepared_for = nullptr;  // the launch `builtins` holds the thread indices of
+  uint64_t prepared_for = 0;  // the launch (its serial number) `builtins` holds the thread indices of
   uint64_t linear = 0;
   uint3 index{};
   unsigned nthreads = 0;
@@ -767,8 +768,8 @@ void run_block(Worker *w, LaunchState *L, uint64_t linear) {
                   static_cast<unsigned>(linear / (gx * gy))};
   b.nthreads = L->nthreads;
   b.threads.assign(b.nthreads, ThreadRecord{});
-  if (b.prepared_for != L) {  // the threads' indices, once per launch on this CPU thread
-    b.prepared_for = L;
+  if (b.prepared_for != L->serial) {  // the threads' indices, once per launch on this CPU thread (by serial
+    b.prepared_for = L->serial;      // number: a later launch's state may reuse an earlier one's address)
     b.builtins.resize(b.nthreads);
     for (unsigned t = 0; t < b.nthreads; t++) {
       Builtins &bi = b.builtins[t];
@@ -986,6 +987,18 @@ void run_everywhere(LaunchState *L) {
     run_blocks(L);
     return;
   }
+  static const bool fork_safe = [] {
+    // A child made by fork() has none of the parent's helper threads: it starts a pool of its own, and the
+    // locks another thread of the parent held at the fork are made anew.
+    pthread_atfork(nullptr, nullptr, [] {
+      g_pool = nullptr;
+      new (&g_launch_mutex) std::mutex;
+      new (&g_report_mutex) std::mutex;
+      g_active = nullptr;
+    });
+    return true;
+  }();
+  (void)fork_safe;
   if (g_pool == nullptr) g_pool = new Pool;  // never freed: helpers outlive every launch
   Pool *p = g_pool;
   {
@@ -1172,6 +1185,8 @@ int run_launch(void (*body)(void *), void *args, dim3 grid, dim3 block, size_t s
   L->line = line;
   L->blocks = static_cast<uint64_t>(grid.x) * grid.y * grid.z;
   L->nthreads = static_cast<unsigned>(threads);
+  static std::atomic<uint64_t> launches{0};
+  L->serial = ++launches;
   g_launch_mutex.lock();
   g_active = L;
   g_active_thread = pthread_self();
