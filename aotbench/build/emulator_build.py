@@ -23,8 +23,9 @@ from ..errors import CompileError
 from . import cache, cuda_emulation, subproc, toolchain
 from .diagnostics import Diagnostic
 
-#: What every emulated build adds to the documented C++ flags.
-EMULATOR_FLAGS = ("-O2", "-g", "-fno-gnu-unique", "-pthread")
+#: What every emulated build adds to the documented C++ flags. A function whose locals need more than half a
+#: fiber's stack (AOTB_EMU_STACK_BYTES, 1 MiB) is a compile error at its line, not an overflow while it runs.
+EMULATOR_FLAGS = ("-O2", "-g", "-fno-gnu-unique", "-pthread", "-Werror=frame-larger-than=524288")
 HEADER = "aotbench_cuda_emu.h"
 
 # nvcc options that mean nothing to the host compiler, with how many following words they take.

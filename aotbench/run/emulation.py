@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .._userframe import user_stacklevel
 from ..errors import EmulatorError
 from ..native.loading import KernelLibrary
+from . import guard
 from .devices import Cpu
 from .kernel import Kernel
 from .runner import InProcess
@@ -67,10 +69,12 @@ class EmulatedRunner(InProcess):
         configure(kernel.library)
 
     def call(self, kernel: Kernel, args: tuple) -> Any:
+        outer = guard.current_collector()
         try:
-            with warnings.catch_warnings(record=True) as said:  # the guard's findings wait for the report:
-                warnings.simplefilter("always")                  # a kernel the emulator stopped left outputs
-                result = super().call(kernel, args)              # unwritten, which is no news
+            # The guard's findings (this thread's) wait for the emulator's report: a kernel the emulator stopped
+            # left its outputs unwritten, which is no news.
+            with guard.collected_warnings() as said:
+                result = super().call(kernel, args)
         except KeyboardInterrupt:
             abandon(kernel.library)
             raise
@@ -78,8 +82,11 @@ class EmulatedRunner(InProcess):
             take_report(kernel.library)  # what the emulator noted belongs to this failed call, not the next
             raise
         raise_report(kernel.library, kernel.name)
-        for w in said:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        for warning in said:
+            if outer is not None:
+                outer.append(warning)
+            else:
+                warnings.warn(warning, stacklevel=user_stacklevel())
         return result
 
 

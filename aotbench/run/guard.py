@@ -403,6 +403,11 @@ def collected_warnings() -> Iterator[list[ContractWarning]]:
         _collectors.sink = previous
 
 
+def current_collector() -> list | None:
+    """The list this thread's :func:`collected_warnings` block collects into, if one is open."""
+    return getattr(_collectors, "sink", None)
+
+
 def warn_findings(name: str, shapes: list, findings: list[str]) -> None:
     """One ContractWarning for what a guarded first call found, pointed at the user's line."""
     listing = "\n".join(f"  - {f}" for f in findings)
@@ -423,6 +428,7 @@ __all__ = [
     "GuardedRun",
     "Mirror",
     "collected_warnings",
+    "current_collector",
     "first_call",
     "guard_after",
     "run_guarded",

@@ -365,3 +365,93 @@ def test_every_launch_sees_its_own_grid_and_block(tmp_path, per):
     for n in (per * 2, per * 6, per * 2 * 7, per * 4):
         got = op(np.zeros(n, np.int32))
         assert (got == (n // per // 2) * 1000 + per * 10 + 2).all(), (n, got)
+
+
+def test_check_and_sweep_work_on_an_emulated_op_as_on_a_cpu_op(tmp_path, rng):
+    op = emulated(source(tmp_path, SCALE), "Scale", attrs={"a": 2.5})
+    x = rng.standard_normal(300).astype(np.float32)
+    report = op.check(x, reference=lambda x: np.float32(2.5) * x)
+    assert report.ok, report
+    sweep = aotbench.sweep(op, [1 << 10, 1 << 12], reference=lambda x: np.float32(2.5) * x, budget_ms=10)
+    assert "emulated on the CPU" in sweep.label and "host memory" in sweep.roofline_source
+    assert all(p.timing.device == "emulated" for p in sweep.points)
+
+
+THROWS = """\
+#include <stdexcept>
+__global__ void thrower(const float *x, float *y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n && x[i] < 0) throw std::runtime_error("negative input");
+  if (i < n) y[i] = x[i];
+}
+
+__global__ void chatty(int rounds) {
+  for (int k = 0; k < rounds; k++) printf("thread %d of block %d says %d\\n", threadIdx.x, blockIdx.x, k);
+}
+
+extern "C" int Throws(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                      void *extra) {
+  const int64_t n = shapes[0][0];
+  thrower<<<static_cast<unsigned>((n + 63) / 64), 64>>>(static_cast<const float *>(params[0]),
+                                                        static_cast<float *>(params[1]), n);
+  return 0;
+}
+
+extern "C" int Chatty(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                      void *extra) {
+  chatty<<<4, 64>>>(static_cast<int>(shapes[0][0]));
+  return 0;
+}
+"""
+
+
+def test_an_exception_in_device_code_stops_the_kernel_not_the_process(tmp_path, rng):
+    op = emulated(source(tmp_path, THROWS), "Throws")
+    x = np.abs(rng.standard_normal(500).astype(np.float32)) + 0.5
+    np.testing.assert_array_equal(op(x), x)
+    x[123] = -1.0
+    with pytest.raises(aotbench.EmulatorError, match="negative input") as err:
+        op(x)
+    assert "cannot throw" in str(err.value) and "(59,0,0)" in str(err.value)  # element 123: block 1, thread 59
+
+
+def test_device_printf_is_capped_like_a_gpus_buffer(tmp_path, capfd):
+    op = emulated(source(tmp_path, THROWS), "Chatty", out_dtype=np.int32, guard=False)
+    op(np.zeros(2, np.int32))
+    out = capfd.readouterr().out
+    assert out.count("says") == 4 * 64 * 2 and "thread 0 of block 0 says 0" in out
+    op(np.zeros(3000, np.int32))  # 768000 lines, ~28 MB: kept to 1 MiB
+    out = capfd.readouterr().out
+    assert 1 << 20 <= len(out) < (1 << 20) + 4096 and "stopped after 1 MiB" in out
+
+
+def test_two_python_threads_get_their_own_reports(tmp_path, rng):
+    """An error of one thread's call is never reported to another thread's call of the same op."""
+    import threading
+
+    op = emulated(source(tmp_path, THROWS), "Throws")
+    good = np.abs(rng.standard_normal(4000).astype(np.float32)) + 0.5
+    bad = good.copy()
+    bad[7] = -1.0
+    results: dict[str, list] = {"good": [], "bad": []}
+
+    def run(name: str, x: np.ndarray) -> None:
+        for _ in range(15):
+            try:
+                results[name].append(bool(np.array_equal(op(x), x)))
+            except aotbench.EmulatorError:
+                results[name].append("error")
+
+    threads = [threading.Thread(target=run, args=("good", good)), threading.Thread(target=run, args=("bad", bad))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["good"] == [True] * 15 and results["bad"] == ["error"] * 15, results
+
+
+def test_a_kernel_whose_locals_overflow_a_fiber_stack_is_a_compile_error(tmp_path):
+    big = SCALE.replace("if (i < n) y[i] = a * x[i];",
+                        "volatile float local[200000];\n  local[i % 200000] = a;\n  if (i < n) y[i] = local[0] * x[i];")
+    with pytest.raises(aotbench.CompileError, match="frame size"):
+        emulated(source(tmp_path, big), "Scale", attrs={"a": 1.0})

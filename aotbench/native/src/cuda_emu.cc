@@ -178,12 +178,18 @@ struct Settings {
 };
 Settings g_settings;
 std::mutex g_report_mutex;
-std::string g_report;       // the first error of the current call: what stops it
 std::string g_hazards;      // synccheck's findings (they do not stop the kernel)
-cudaError_t g_last_error = cudaSuccess;  // what cudaGetLastError returns
-cudaError_t g_sticky = cudaSuccess;      // an error inside a kernel: later launches of this call do not run
-int g_unchecked_launch_error = 0;        // a refused launch nobody asked cudaGetLastError about
-std::string g_refused_launch;            // ... and what it was
+constexpr size_t kPrintfBytes = 1 << 20;  // device printf kept per launch (a GPU's default printf buffer)
+
+// What one call of the host function has met, kept per host thread (two Python threads may call one op).
+struct CallState {
+  std::string report;                    // the first error of the call: what stops it
+  cudaError_t last_error = cudaSuccess;  // what cudaGetLastError returns
+  cudaError_t sticky = cudaSuccess;      // an error inside a kernel: later launches of this call do not run
+  int unchecked = 0;                     // a refused launch nobody asked cudaGetLastError about ...
+  std::string refused;                   // ... and what it was
+};
+thread_local CallState t_call;
 int g_max_dynamic_shared = 48 * 1024;
 constexpr int kMaxDynamicSharedOptin = 227 * 1024;
 
@@ -198,6 +204,10 @@ struct LaunchState {
   uint64_t blocks;
   unsigned nthreads;
   uint64_t serial;  // unique per launch in this library (never 0)
+  std::mutex error_mutex;
+  std::string error;  // the first error a block met (any CPU thread), handed to the host thread at the end
+  cudaError_t error_code = cudaSuccess;
+  std::atomic<size_t> printed{0};  // bytes of device printf kept so far (capped like a GPU's printf buffer)
   std::atomic<uint64_t> next_block{0};
   std::atomic<int> failed{0};
   std::atomic<int> busy{0};
@@ -332,12 +342,11 @@ void leave(Worker *w, Fiber *f) {
 #endif
 }
 
-// The first error of the call stops it (later ones are consequences).
+// On the host thread: the first error of the call stops it (later ones are consequences).
 void record_error(cudaError_t code, const std::string &message) {
-  std::lock_guard<std::mutex> lock(g_report_mutex);
-  if (g_report.empty()) g_report = message;
-  if (g_sticky == cudaSuccess) g_sticky = code;
-  g_last_error = code;
+  if (t_call.report.empty()) t_call.report = message;
+  if (t_call.sticky == cudaSuccess) t_call.sticky = code;
+  t_call.last_error = code;
 }
 
 std::string thread_name(const Block &b, unsigned t) {
@@ -378,9 +387,16 @@ std::string kernel_prefix(const Block &b) {
 
 // Stops the block (and the launch) with an error; called on the scheduler's side.
 void fail_block(Block &b, cudaError_t code, const std::string &message) {
-  record_error(code, kernel_prefix(b) + message);
+  LaunchState *L = b.launch;
+  {
+    std::lock_guard<std::mutex> lock(L->error_mutex);
+    if (L->error.empty()) {
+      L->error = kernel_prefix(b) + message;
+      L->error_code = code;
+    }
+  }
   b.abort = true;
-  b.launch->failed.store(1, std::memory_order_relaxed);
+  L->failed.store(1, std::memory_order_relaxed);
 }
 
 uint64_t mix(uint64_t x) {
@@ -420,6 +436,16 @@ void permute(std::vector<unsigned> &items, uint64_t seed) {
 }
 
 // -- running a block -------------------------------------------------------------------------------------------
+std::string escaped_what() {
+  try {
+    throw;
+  } catch (const std::exception &e) {
+    return e.what();
+  } catch (...) {
+    return "not a std::exception";
+  }
+}
+
 inline void run_thread(Worker *w, Block &b, unsigned t, Fiber *f) {
   ThreadRecord &r = b.threads[t];
   r.status = kRunning;
@@ -433,7 +459,12 @@ inline void run_thread(Worker *w, Block &b, unsigned t, Fiber *f) {
   const std::string name = "thread " + triple(ti.x, ti.y, ti.z) + " of block " + block_name(b);
   __tsan_set_fiber_name(f->tsan, name.c_str());
 #endif
-  b.launch->body(b.launch->args);
+  try {
+    b.launch->body(b.launch->args);
+  } catch (...) {  // device code cannot throw on a GPU; here it must not unwind past the fiber
+    fail_block(b, cudaErrorLaunchFailure, "thread " + thread_name(b, t) + " let a C++ exception escape (" +
+                                              escaped_what() + "): device code cannot throw");
+  }
   r.status = kExited;
   b.live--;
 #ifdef AOTB_EMU_TSAN
@@ -1142,7 +1173,7 @@ int run_launch(void (*body)(void *), void *args, dim3 grid, dim3 block, size_t s
     record_error(cudaErrorNotSupported, name + " from inside a kernel: dynamic parallelism is not emulated");
     return cudaErrorNotSupported;
   }
-  if (g_sticky != cudaSuccess) return g_sticky;  // an earlier kernel of this call failed: as on a GPU, nothing runs
+  if (t_call.sticky != cudaSuccess) return t_call.sticky;  // an earlier kernel of this call failed: nothing runs
   const uint64_t threads = static_cast<uint64_t>(block.x) * block.y * block.z;
   std::string refused;
   cudaError_t code = cudaErrorInvalidConfiguration;
@@ -1165,11 +1196,10 @@ int run_launch(void (*body)(void *), void *args, dim3 grid, dim3 block, size_t s
                    : "");
   }
   if (!refused.empty()) {
-    std::lock_guard<std::mutex> lock(g_report_mutex);
-    g_last_error = code;
-    if (!g_unchecked_launch_error) {
-      g_unchecked_launch_error = 1;
-      g_refused_launch = name + " was refused with " + cudaGetErrorName(code) + ": " + refused;
+    t_call.last_error = code;
+    if (!t_call.unchecked) {
+      t_call.unchecked = 1;
+      t_call.refused = name + " was refused with " + cudaGetErrorName(code) + ": " + refused;
     }
     return code;
   }
@@ -1206,8 +1236,9 @@ int run_launch(void (*body)(void *), void *args, dim3 grid, dim3 block, size_t s
     fflush(stdout);
   }
   const bool failed = L->failed.load();
+  if (!L->error.empty()) record_error(L->error_code, L->error);
   delete L;
-  return failed ? static_cast<int>(g_sticky) : cudaSuccess;
+  return failed ? static_cast<int>(t_call.sticky) : cudaSuccess;
 }
 
 }  // namespace aotb_emu
@@ -1221,6 +1252,11 @@ extern "C" AOTB_EMU_API int aotb_emu_printf(const char *format, ...) {
   int n;
   Worker *w = t_worker;
   if (w != nullptr && w->in_block) {  // in a kernel: kept with the block's output, in order
+    LaunchState *L = w->block.launch;
+    if (L->printed.load(std::memory_order_relaxed) >= kPrintfBytes) {  // a GPU's printf buffer is full too
+      va_end(args);
+      return 0;
+    }
     char small[512];
     va_list again;
     va_copy(again, args);
@@ -1233,6 +1269,11 @@ extern "C" AOTB_EMU_API int aotb_emu_printf(const char *format, ...) {
       w->block.prints.append(big.data(), static_cast<size_t>(n));
     }
     va_end(again);
+    const size_t before = n > 0 ? L->printed.fetch_add(static_cast<size_t>(n)) : kPrintfBytes;
+    if (before < kPrintfBytes && before + static_cast<size_t>(n) >= kPrintfBytes) {
+      w->block.prints += "\n[aotbench emulator: device printf stopped after 1 MiB in this launch, as a GPU's "
+                         "printf buffer (cudaLimitPrintfFifoSize) would]\n";
+    }
   } else {
     n = vprintf(format, args);
   }
@@ -1243,16 +1284,14 @@ extern "C" AOTB_EMU_API int aotb_emu_printf(const char *format, ...) {
 // -- the runtime API's errors and device ------------------------------------------------------------------------
 extern "C" {
 AOTB_EMU_API cudaError_t cudaGetLastError() {
-  std::lock_guard<std::mutex> lock(g_report_mutex);
-  const cudaError_t e = g_last_error;
-  g_last_error = g_sticky;  // a kernel's error stays for the rest of the call, as a GPU context's does
-  g_unchecked_launch_error = 0;
+  const cudaError_t e = t_call.last_error;
+  t_call.last_error = t_call.sticky;  // a kernel's error stays for the rest of the call, as a GPU context's does
+  t_call.unchecked = 0;
   return e;
 }
 AOTB_EMU_API cudaError_t cudaPeekAtLastError() {
-  std::lock_guard<std::mutex> lock(g_report_mutex);
-  g_unchecked_launch_error = 0;
-  return g_last_error;
+  t_call.unchecked = 0;
+  return t_call.last_error;
 }
 AOTB_EMU_API const char *cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -1382,25 +1421,20 @@ __attribute__((visibility("default"))) void aotb_emu_configure(uint64_t seed, in
 // What stopped the last call, and forgets it: 0 and nothing, or a cudaError_t value and its message in `buffer`.
 // A launch the GPU would have refused counts only when the host function never asked cudaGetLastError (or
 // cudaPeekAtLastError) about it: a host function that checks sees the same error code a GPU gives.
+// Of the calling thread's last call (Python asks on the thread that made the call).
 __attribute__((visibility("default"))) int aotb_emu_take_report(char *buffer, size_t size) {
-  std::lock_guard<std::mutex> lock(g_report_mutex);
+  CallState &c = t_call;
   int code = 0;
   std::string message;
-  if (!g_report.empty()) {
-    code = g_sticky != cudaSuccess ? g_sticky : cudaErrorLaunchFailure;
-    message = g_report;
-  } else if (g_unchecked_launch_error) {
-    code = g_last_error != cudaSuccess ? g_last_error : cudaErrorInvalidConfiguration;
-    message = g_refused_launch;
+  if (!c.report.empty()) {
+    code = c.sticky != cudaSuccess ? c.sticky : cudaErrorLaunchFailure;
+    message = c.report;
+  } else if (c.unchecked) {
+    code = c.last_error != cudaSuccess ? c.last_error : cudaErrorInvalidConfiguration;
+    message = c.refused;
   }
-  if (size > 0) {
-    std::snprintf(buffer, size, "%s", message.c_str());
-  }
-  g_report.clear();
-  g_refused_launch.clear();
-  g_sticky = cudaSuccess;
-  g_last_error = cudaSuccess;
-  g_unchecked_launch_error = 0;
+  if (size > 0) std::snprintf(buffer, size, "%s", message.c_str());
+  c = CallState();
   return code;
 }
 

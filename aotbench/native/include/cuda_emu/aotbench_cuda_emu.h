@@ -74,9 +74,9 @@ struct Builtins {
 // successive region, modulo 256 ("colouring"): stacks at one offset in many aligned regions would all fall into
 // the same cache sets and evict each other at every switch.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(AOTB_EMU_ASAN) || defined(AOTB_EMU_TSAN)
-#define AOTB_EMU_STACK_BYTES (512u * 1024u)
+#define AOTB_EMU_STACK_BYTES (2u * 1024u * 1024u)
 #else
-#define AOTB_EMU_STACK_BYTES (128u * 1024u)
+#define AOTB_EMU_STACK_BYTES (1024u * 1024u)
 #endif
 #define AOTB_EMU_COLOURS 256u
 inline uintptr_t fiber_slot(uintptr_t sp) {
