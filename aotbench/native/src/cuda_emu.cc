@@ -235,6 +235,7 @@ struct Block {
   std::vector<Builtins> builtins;
   std::vector<unsigned> order;  // the order threads start in
   std::vector<unsigned> released;  // the threads a resolution lets go on
+  unsigned warp_waiters = 0;       // threads waiting at a warp operation now
   unsigned cursor = 0;
   unsigned live = 0;
   uint64_t phase = 0;
@@ -820,6 +821,7 @@ void run_block(Worker *w, LaunchState *L, uint64_t linear) {
   for (unsigned wi : warp_order)
     for (unsigned l = wi * 32; l < std::min(b.nthreads, wi * 32 + 32); l++) b.order.push_back(l);
   b.cursor = 0;
+  b.warp_waiters = 0;
   b.live = b.nthreads;
   b.phase = 0;
   b.abort = false;
@@ -846,13 +848,23 @@ void run_block(Worker *w, LaunchState *L, uint64_t linear) {
       run_fiber(f);
     }
     if (b.abort || b.live == 0) break;
-    std::vector<unsigned> released = resolve_warps(b);
+    std::vector<unsigned> released;
+    if (b.warp_waiters) {  // threads wait at warp operations: those whose lanes are all there go on
+      released = resolve_warps(b);
+      b.warp_waiters -= static_cast<unsigned>(released.size());
+    }
     if (b.abort) break;
     if (released.empty()) released = resolve_barrier(b);
     if (b.abort) break;
     b.phase++;
     permute(released, seed == 0 ? 0 : seed ^ mix((linear << 20) + b.phase));
-    for (unsigned t : released) {
+    for (size_t k = 0; k < released.size(); k++) {
+      const unsigned t = released[k];
+      if (k + 1 < released.size()) {  // the next thread's record and fiber, fetched while this one runs
+        const ThreadRecord &next = b.threads[released[k + 1]];
+        __builtin_prefetch(&next);
+        __builtin_prefetch(next.fiber);
+      }
       ThreadRecord &r = b.threads[t];
       r.status = kRunning;
       Fiber *f = r.fiber;
@@ -1106,6 +1118,7 @@ uint64_t warp_op(int op, unsigned mask, uint64_t value, int param, int width, in
   r.param = param;
   r.width = static_cast<uint8_t>(width > 0 && width <= 32 ? width : 0);  // 0: refused when resolved
   r.is_signed = static_cast<uint8_t>(is_signed);
+  b.warp_waiters++;
 #ifdef AOTB_EMU_TSAN
   __tsan_release(&b.warp_sync[(t / 32) % 32]);
 #endif
