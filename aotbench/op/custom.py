@@ -165,8 +165,9 @@ def _emulated(spec: OpSpec, name: str, path: Path) -> bool:
         return False
     warnings.warn(EmulationWarning(
         f"{name} runs on aotbench's CUDA emulator, on the CPU, because {reason}. Its results are checked as a "
-        "GPU's would be; its timings are the emulator's, not a GPU's. Pass emulate=True to ask for the emulator "
-        "(and silence this), emulate=False to require a GPU."), stacklevel=user_stacklevel())
+        "GPU's would be; its timings are the emulator's, not a GPU's. Pass emulate=True (%%aot_kernel: --emulate) "
+        "to ask for the emulator and silence this, emulate=False (--no-emulate) to require a GPU."),
+        stacklevel=user_stacklevel())
     return True
 
 
