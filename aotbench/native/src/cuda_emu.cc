@@ -847,7 +847,8 @@ void run_block(Worker *w, LaunchState *L, uint64_t linear) {
       }
       run_fiber(f);
     }
-    if (b.abort || b.live == 0) break;
+    if (!b.abort && L->failed.load(std::memory_order_relaxed)) b.abort = true;  // another block failed, or the
+    if (b.abort || b.live == 0) break;                                          // launch was abandoned: stop here
     std::vector<unsigned> released;
     if (b.warp_waiters) {  // threads wait at warp operations: those whose lanes are all there go on
       released = resolve_warps(b);
