@@ -48,15 +48,19 @@ def flags(kind: str) -> tuple[str, ...]:
     return SANITIZERS[kind].flags
 
 
-@lru_cache(maxsize=8)
 def runtime_path(kind: str) -> str:
     """The sanitizer runtime g++ links against (``g++ -print-file-name=libasan.so``)."""
-    name = SANITIZERS[kind].runtime
+    return runtime_library(SANITIZERS[kind].runtime)
+
+
+@lru_cache(maxsize=8)
+def runtime_library(name: str) -> str:
+    """The path of the sanitizer runtime ``name`` (``libasan.so``, ``libtsan.so`` ...) as g++ finds it."""
     out = subprocess.run([find_cxx(), f"-print-file-name={name}"], capture_output=True, text=True, timeout=60,
                          check=False).stdout.strip()
     if not out or not os.path.isabs(out) or not os.path.exists(out):
         raise ToolchainNotFoundError(name, f"g++ has no {name}; install its sanitizer runtime "
-                                     "(Debian: apt-get install libasan8 libubsan1)")
+                                     "(Debian: apt-get install libasan8 libubsan1 libtsan2)")
     return out
 
 

@@ -29,7 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArgumentTypeError, ArgumentValueError, KernelTimeoutError, ToolchainNotFoundError
+from ..errors import ArgumentTypeError, ArgumentValueError, KernelTimeoutError
+from ..run.sanitize import runtime_library
 from ..spec.pickling import portable_spec
 from .compute_sanitizer import Finding, SanitizerReport
 
@@ -79,7 +80,7 @@ def run_on_emulator(op: Op, *args: Any, tool: str = "memcheck", timeout_s: float
                                 f"{exc}") from exc
     env = dict(os.environ)
     if tool in _RUNTIMES:
-        env["LD_PRELOAD"] = _runtime(_RUNTIMES[tool])
+        env["LD_PRELOAD"] = runtime_library(_RUNTIMES[tool])
         env.update(_ENV[tool])
     with tempfile.TemporaryDirectory(prefix="aotbench-emulator-check-") as scratch:
         path = Path(scratch) / "call.pkl"
@@ -196,17 +197,6 @@ def _from_message(message: str, what: str) -> Finding:
     if kernel:
         finding.kernel = kernel[1]
     return finding
-
-
-def _runtime(name: str) -> str:
-    from ..build.toolchain import find_cxx
-
-    out = subprocess.run([find_cxx(), f"-print-file-name={name}"], capture_output=True, text=True, timeout=60,
-                         check=False).stdout.strip()
-    if not out or not os.path.isabs(out) or not os.path.exists(out):
-        raise ToolchainNotFoundError(name, f"g++ has no {name}; install its sanitizer runtime "
-                                     "(Debian: apt-get install libasan8 libtsan2)")
-    return out
 
 
 __all__ = ["TOOLS", "interpret", "parse_asan", "parse_tsan", "run_on_emulator"]

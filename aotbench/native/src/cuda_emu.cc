@@ -242,9 +242,9 @@ struct Block {
   bool abort = false;
   std::string prints;
   std::vector<char> dynamic_shared;
-#ifdef AOTB_EMU_TSAN
-  char sync_object = 0;     // a barrier's arrivals release it, its departures acquire it
+  char sync_object = 0;     // racecheck: a barrier's arrivals release it, its departures acquire it
   char warp_sync[32] = {};  // the same for each warp's operations
+#ifdef AOTB_EMU_TSAN
   std::vector<Fiber *> held;  // racecheck: each CUDA thread of the block keeps a fiber (an identity) of its own
 #endif
 };
@@ -1074,6 +1074,30 @@ namespace {
 __attribute__((noinline, cold)) void outside_kernel(int op, const char *file, int line) {
   record_error(cudaErrorLaunchFailure, op_name(op) + " at " + where(file, line) + " was called outside a kernel");
 }
+
+// The calling CUDA thread waits (its record says for what) until the scheduler resolves it and resumes it.
+// `sync` is what ThreadSanitizer sees released on arrival and acquired on departure.
+uint64_t wait_here(Worker *w, ThreadRecord &r, char *sync) {
+  r.status = kWaiting;
+#ifdef AOTB_EMU_TSAN
+  __tsan_release(sync);
+#endif
+  leave(w, r.fiber);
+#ifdef AOTB_EMU_TSAN
+  __tsan_acquire(sync);
+#endif
+  (void)sync;
+  return r.result;
+}
+
+ThreadRecord &record_of_running(Worker *w, int op, const char *file, int line, uint64_t value) {
+  ThreadRecord &r = w->block.threads[w->running];
+  r.op = static_cast<uint8_t>(op);
+  r.file = file;
+  r.line = line;
+  r.value = value;
+  return r;
+}
 }  // namespace
 
 int barrier(int op, int predicate, const char *file, int line) {
@@ -1082,22 +1106,8 @@ int barrier(int op, int predicate, const char *file, int line) {
     outside_kernel(op, file, line);
     return 0;
   }
-  Block &b = w->block;
-  const unsigned t = w->running;
-  ThreadRecord &r = b.threads[t];
-  r.status = kWaiting;
-  r.op = static_cast<uint8_t>(op);
-  r.file = file;
-  r.line = line;
-  r.value = static_cast<uint64_t>(predicate);
-#ifdef AOTB_EMU_TSAN
-  __tsan_release(&b.sync_object);
-#endif
-  leave(w, r.fiber);
-#ifdef AOTB_EMU_TSAN
-  __tsan_acquire(&b.sync_object);
-#endif
-  return static_cast<int>(r.result);
+  ThreadRecord &r = record_of_running(w, op, file, line, static_cast<uint64_t>(predicate));
+  return static_cast<int>(wait_here(w, r, &w->block.sync_object));
 }
 
 uint64_t warp_op(int op, unsigned mask, uint64_t value, int param, int width, int is_signed, const char *file,
@@ -1107,27 +1117,13 @@ uint64_t warp_op(int op, unsigned mask, uint64_t value, int param, int width, in
     outside_kernel(op, file, line);
     return value;
   }
-  Block &b = w->block;
-  const unsigned t = w->running;
-  ThreadRecord &r = b.threads[t];
-  r.status = kWaiting;
-  r.op = static_cast<uint8_t>(op);
-  r.file = file;
-  r.line = line;
+  ThreadRecord &r = record_of_running(w, op, file, line, value);
   r.mask = mask;
-  r.value = value;
   r.param = param;
   r.width = static_cast<uint8_t>(width > 0 && width <= 32 ? width : 0);  // 0: refused when resolved
   r.is_signed = static_cast<uint8_t>(is_signed);
-  b.warp_waiters++;
-#ifdef AOTB_EMU_TSAN
-  __tsan_release(&b.warp_sync[(t / 32) % 32]);
-#endif
-  leave(w, r.fiber);
-#ifdef AOTB_EMU_TSAN
-  __tsan_acquire(&b.warp_sync[(t / 32) % 32]);
-#endif
-  return r.result;
+  w->block.warp_waiters++;
+  return wait_here(w, r, &w->block.warp_sync[(w->running / 32) % 32]);
 }
 
 unsigned active_mask() {
