@@ -69,6 +69,7 @@ from .tools.codeview.inspection import annotate, disassemble
 from .tools.comparison import Comparison, compare, compare_flags
 from .tools.compute_sanitizer import run_compute_sanitizer as compute_sanitizer
 from .tools.sweeping import Sweep, sweep
+from .tools.profile import Profile, profile
 from .op.op import Op
 from . import notebook as _notebook  # noqa: F401 - gives the errors their IPython rendering
 
@@ -154,6 +155,7 @@ __all__ = [
     "MindSporeAttributeError",
     "NoLibraryError",
     "Op",
+    "Profile",
     "SanitizerError",
     "ShapeError",
     "SignalStateWarning",
@@ -180,5 +182,6 @@ __all__ = [
     "get_include",
     "gpu_available",
     "memory_bandwidth_gbps",
+    "profile",
     "sweep",
 ]

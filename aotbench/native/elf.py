@@ -76,6 +76,22 @@ def _sections(image: bytes) -> list[tuple]:
         return []
 
 
+def section_bytes(image: bytes, name: str) -> bytes | None:
+    """The contents of the section called ``name`` (``".text"``) of a 64-bit little-endian ELF image, or None."""
+    sections = _sections(image)
+    try:
+        index, = struct.unpack_from("<H", image, 0x3E)
+        names = sections[index]
+    except (struct.error, IndexError):
+        return None
+    wanted = name.encode()
+    for sh_name, _type, _flags, _addr, offset, size, *_ in sections:
+        start = names[4] + sh_name
+        if image[start:start + len(wanted) + 1] == wanted + b"\0":
+            return image[offset:offset + size]
+    return None
+
+
 def dynamic_symbols(image: bytes) -> list[Symbol]:
     """The ``.dynsym`` entries of a 64-bit little-endian ELF image; an empty list for any other format."""
     sections = _sections(image)

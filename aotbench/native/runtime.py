@@ -107,6 +107,10 @@ _SIGNATURES = {
     "aotb_set_python_handler": ([_c_void_p], None),
     "aotb_use_interrupt_state": ([_c_void_p], None),
     "aotb_state_report": ([ctypes.POINTER(ctypes.c_uint64)], None),
+    "aotb_profile_start": ([_c_void_p, _c_int, _c_int64, _c_void_p, _c_void_p, _c_void_p, _c_int64], _c_int),
+    "aotb_profile_stop": ([], _c_int64),
+    "aotb_profile_taken": ([], _c_int64),
+    "aotb_profile_depth": ([], _c_int),
 }
 
 # CPython stable-ABI functions the host's hot path uses to read buffers and release the GIL.
@@ -196,6 +200,12 @@ def bind(lib: ctypes.CDLL, path: object) -> None:
     check_names(Outcome, native_names(lib.aotb_outcomes), path)
     check_names(AttrKind, native_names(lib.aotb_attr_kinds), path)
     check_layout(CallRecord, native_call_layout(lib), lib.aotb_host_call_size(), path)
+
+
+def process_runtime(fallback: Runtime) -> Runtime:
+    """The runtime whose signal handlers serve the process (the first loaded): one SIGINT handler, and one
+    sampling profiler's SIGPROF handler, whichever cache folder an op was built in."""
+    return _SIGNAL_RUNTIME if _SIGNAL_RUNTIME is not None else fallback
 
 
 def source_path() -> Path:

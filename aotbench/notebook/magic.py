@@ -62,6 +62,8 @@ class AotMagics(Magics):
               "default: the detected GPU's, or the documented targets plus PTX")
     @argument("--check", action="store_true", help="run the op's first call in check mode (guards, poison): "
               "a contract violation raises ContractViolation with the report")
+    @argument("--profile", action="store_true", help="after the op's next call, profile it on that call's inputs "
+              "(op.profile: the share of the time per source line and instruction, from sampling) and show it")
     @argument("--export", metavar="DIR", help="after the op's next call, export it for MindSpore into DIR (kernel, "
               "headers, registration, Cell, that call's inputs and aotbench's outputs for them, a test for PyNative "
               "and graph mode)")
@@ -138,6 +140,7 @@ class AotMagics(Magics):
             previous.reload_from(op)
             op = previous
         op.check_next_call = args.check
+        op.profile_next_call = args.profile  # re-running without it cancels
         op.export_after_next_call(unquote(args.export) if args.export else None)  # re-running without it cancels
         if args.export:
             print(f"{op.name} will be exported for MindSpore to {unquote(args.export)} after its next call "

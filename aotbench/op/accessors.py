@@ -64,6 +64,13 @@ class Accessors:
 
         return bench(self, *arrays, **options)
 
+    def profile(self, *arrays: Any, seconds: float = 1.0, **options: Any):
+        """Where the time goes, per source line and instruction, from sampling calls on these inputs for
+        ``seconds``: :func:`aotbench.profile` (no privileges needed)."""
+        from ..tools.profile import profile
+
+        return profile(self, *arrays, seconds=seconds, **options)
+
     def launcher(self, *arrays: Any):
         """A gpu op's call prepared on these inputs: :class:`aotbench.run.gpu.Launcher` (``launch()`` enqueues
         without waiting, ``launch.finish()`` synchronizes; what device timing and CUDA graphs use)."""

@@ -35,7 +35,7 @@ from .accessors import Accessors
 
 _NO_PLANS: dict = {}  # what the fast path reads when it must not be taken: never written
 # The one-shot wrappers of the next call, innermost first: an export keeps the outputs of a checked call.
-_ONCE_ORDER = ("check", "export")
+_ONCE_ORDER = ("check", "export", "profile")
 
 
 # Every op alive in this process: a child made by os.fork() gives each a fresh lock (a lock another thread held
@@ -75,6 +75,7 @@ class Op(Accessors):
         self._reload_callbacks: list = []
         self._reload_error_callbacks: list = []
         self.last_export = None  # what export_after_next_call wrote
+        self.last_profile = None  # what profile_next_call measured (%%aot_kernel --profile)
         # At exit (or when the op is dropped) the current build's plans are freed, running DestructKernelData.
         self._caches: list[PlanCache] = []
         self._finalizer = weakref.finalize(self, _clear, self._caches)
@@ -243,6 +244,18 @@ class Op(Accessors):
         from ..tools.check import checked_call
 
         self.call_next_through("check", functools.partial(checked_call, self) if value else None)
+
+    @property
+    def profile_next_call(self) -> bool:
+        """When True, the next call returns its outputs as usual and then profiles the op on that call's inputs
+        (:meth:`profile`), shown in the notebook (``%%aot_kernel --profile``); ``last_profile`` keeps it."""
+        return "profile" in self._once
+
+    @profile_next_call.setter
+    def profile_next_call(self, value: bool) -> None:
+        from ..tools.profile import profiled_call
+
+        self.call_next_through("profile", functools.partial(profiled_call, self) if value else None)
 
     def export_after_next_call(self, directory: Any) -> None:
         """Once the next call has returned, export the op to ``directory`` with that call's inputs as the example

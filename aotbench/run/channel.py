@@ -318,7 +318,10 @@ class _Channel:
                 raise rebuild_exception(*payload) from None
         return worker
 
-    def call(self, function: str, arrays: tuple, extras: tuple, timeout_s: float | None):
+    def call(self, function: str, arrays: tuple, extras: tuple, timeout_s: float | None,
+             profile: dict | None = None):
+        """One call in the worker: (outputs, findings), and with ``profile`` (run.profiling.sample's options) the
+        worker samples repeated calls afterwards: (outputs, findings, RawProfile)."""
         with self.lock:
             worker = self._ensure_worker(function)
             metas, at = [], 0
@@ -335,7 +338,8 @@ class _Channel:
                         np.copyto(np.ndarray(shape, dtype, buffer=buf, offset=off), a, casting="no")
                     del buf
                     copied = arena
-                request = pickle.dumps((arena.name, arena.size, metas, extras, out_start), protocol=5)
+                message = (arena.name, arena.size, metas, extras, out_start)
+                request = pickle.dumps(message if profile is None else (*message, profile), protocol=5)
                 try:
                     kind, payload = self._roundtrip(worker, request, function, timeout_s)
                 finally:  # mapped by the worker, or useless to the next one: the name can go either way
@@ -347,13 +351,13 @@ class _Channel:
             self._forward_output(worker)
             if kind == "error":
                 raise rebuild_exception(*payload) from None
-            layout, findings = payload
+            layout, findings, *raw = payload
             buf = arena.buf
             try:
                 outs = [np.ndarray(shape, dtype, buffer=buf, offset=off).copy() for off, shape, dtype in layout]
             finally:
                 del buf
-        return outs, findings
+        return (outs, findings, *raw)
 
     def _roundtrip(self, worker: _Worker, request: bytes, function: str, timeout_s: float | None):
         try:

@@ -107,6 +107,27 @@ class InWorker(Runner):
             warn_findings(kernel.name, [tuple(a.shape) for a in arrays], findings)
         return tuple(outs) if spec.returns_tuple else outs[0]
 
+    def profile(self, kernel: Kernel, args: tuple, *, seconds: float, interval_ns: int, min_samples: int):
+        """``op.profile`` in the worker: one ordinary call, then :func:`aotbench.run.profiling.sample` there (the
+        addresses are the worker's); the RawProfile comes back with the reply."""
+        from .profiling import MAX_SECONDS_FACTOR, check_seconds
+
+        check_seconds(seconds)
+        arrays, extras = kernel.host_arrays(args)
+        if extras:
+            kernel.call_attrs(extras)
+        timeout = kernel.spec.timeout_s
+        if timeout is not None:  # the calls' limit, plus the sampling's own time
+            timeout += seconds * MAX_SECONDS_FACTOR + 30
+        options = {"seconds": seconds, "interval_ns": interval_ns, "min_samples": min_samples}
+        try:
+            outs, findings, raw = self._channel.call(kernel.name, arrays, tuple(extras), timeout, profile=options)
+        except KernelCrashedError as crash:
+            raise _with_kernel_frames(kernel, crash) from None
+        if findings:
+            warn_findings(kernel.name, [tuple(a.shape) for a in arrays], findings)
+        return raw
+
     def close(self) -> None:
         """Stop the worker and free the shared memory (the next call starts a new one)."""
         if self._channel is not None:

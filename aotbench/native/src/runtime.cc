@@ -1005,3 +1005,5 @@ AOTB_EXPORT const char *aotb_error_attr_name() { return g_error.attr_name.c_str(
 AOTB_EXPORT int aotb_error_attr_requested() { return g_error.attr_requested; }
 AOTB_EXPORT int aotb_error_attr_registered() { return g_error.attr_registered; }
 AOTB_EXPORT int aotb_error_status() { return g_error.status; }
+
+#include "sampler.h"
