@@ -7,12 +7,13 @@
 // 8 bytes per element plus the output, so at 4096x4096 it runs at the memory's streaming-read bandwidth.
 //   axis=1 (row sums): 32 independent partial sums per row (a plain loop that g++ turns into 2-4 vector
 //     registers of adds in flight, AVX-512 or AVX), combined pairwise at the end of the row.
-//   axis=0 (column sums): rows are added into the output row (one row per pass, two for rows wider than 4096);
-//     the output stays in L1/L2 while the inputs stream through once, front to back.
+//   axis=0 (column sums): rows are added into the output row four rows per pass, so the output (in L1/L2) is
+//     loaded and stored once per four rows, while the inputs stream through once, front to back.
 // Every partial sum is written out explicitly (plain loops with independent accumulators, GCC/clang vector
 // extensions), so the compiler never has to reassociate and -ffast-math is NOT needed. Flags: the documented
 // command plus `-O3 -march=native`, i.e. aotbench.Custom(..., flags=["-O3", "-march=native"]); without them it
-// is correct, only slower (SSE2, or no vectors at all at the documented -O0). Single-threaded, no intrinsics.
+// is correct, only slower (SSE2, or no vectors at all at the documented -O0). Single-threaded, no intrinsics;
+// add_reduce_parallel.cc shares the same loops out between all cores with OpenMP.
 //
 // Error codes (returned by CustomKernel): 1 inputs not two 2-D float32 tensors (or no output), 2 axis not 0 or
 // 1, 3 x1 and x2 of different shapes, 4 the output is not float32 with the reduced number of elements.
@@ -42,52 +43,63 @@ void row_sums(const float *__restrict__ a, const float *__restrict__ b, float *_
   }
 }
 
-// axis=0 uses explicit 8-float vectors: g++'s own vectorisation of the plain row loop (which it also
-// unrolls-and-jams across rows) measured 2x slower for rows of 256-1024 floats. Loads and stores go through
-// memcpy (numpy data is only 4-byte aligned) and no function takes a vector, so there is no ABI warning when
-// the file is built without -march.
-typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
-constexpr int64_t kVec = 8;
+// axis=0 adds whole vectors of columns, with explicit 16-float vectors (GCC/clang vector extensions: AVX-512
+// registers under -march=native on a machine that has them, pairs of AVX or four SSE registers otherwise): g++'s own
+// vectorisation of a plain row loop measured 2x slower for rows of 256-1024 floats. Loads and stores go through
+// memcpy (numpy data is only 4-byte aligned), and a vector is never passed or returned by value, so there is no ABI
+// warning when the file is built without -march.
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+constexpr int64_t kVec = 16;
+constexpr int64_t kBlockRows = 4;  // rows added per pass over the output (see col_sums)
 
-// out[j] += (a0[j] + b0[j]) (+ (a1[j] + b1[j]) when TwoRows)
-template <bool TwoRows>
-void add_rows(float *__restrict__ out, const float *__restrict__ a0, const float *__restrict__ b0,
-              const float *__restrict__ a1, const float *__restrict__ b1, int64_t cols) {
-  int64_t j = 0;
-  for (; j + kVec <= cols; j += kVec) {
-    Vec8 o, x, y;
-    std::memcpy(&o, out + j, sizeof o);
-    std::memcpy(&x, a0 + j, sizeof x);
-    std::memcpy(&y, b0 + j, sizeof y);
-    Vec8 row = x + y;
-    if (TwoRows) {
-      std::memcpy(&x, a1 + j, sizeof x);
-      std::memcpy(&y, b1 + j, sizeof y);
-      row += x + y;
-    }
-    o += row;
-    std::memcpy(out + j, &o, sizeof o);
-  }
-  for (; j < cols; j++) out[j] += TwoRows ? (a0[j] + b0[j]) + (a1[j] + b1[j]) : a0[j] + b0[j];
+// sum += a[0..15] + b[0..15]
+void add_pair(Vec16 &sum, const float *a, const float *b) {
+  Vec16 x, y;
+  std::memcpy(&x, a, sizeof x);
+  std::memcpy(&y, b, sizeof y);
+  sum += x + y;
 }
 
-// Above this many columns the output row (16 KiB) no longer stays in L1 beside the input streams, and adding
-// two rows per pass, which halves the output's loads and stores, measured faster (10-20% at 32768 columns);
-// below it one row per pass is (up to 2x at 256-1024 columns).
-constexpr int64_t kTwoRowCols = 4096;
+// out[0..15] += sum
+void add_to(float *out, const Vec16 &sum) {
+  Vec16 o;
+  std::memcpy(&o, out, sizeof o);
+  o += sum;
+  std::memcpy(out, &o, sizeof o);
+}
 
-// out[j] = sum_i a[i, j] + b[i, j]: rows are accumulated into the output, so the inputs are read in order.
-// At 4096 columns this is 15-25% slower than row_sums: between two uses of an output line, 32 KiB of input and
-// 16 KiB of output pass through a 32 KiB L1, so the output row goes to L2 and back once per pass. Blocking the
-// columns would keep it in L1 but reads the inputs out of order, which measured far slower (DRAM pages).
+// out[j] = sum_i a[i, j] + b[i, j]. The rows are taken kBlockRows at a time: for every 32 columns, the block's 4
+// rows of both inputs are added in two registers and the sum goes into `out` once. The output row is thus loaded and
+// stored once per 4 rows (one row at a time, it went to L2 and back once per row at 4096 columns: between two uses
+// of an output line, 32 KiB of input and 16 KiB of output filled this machine's 48 KiB L1), while the inputs are
+// still read in order: 8 streams, each front to back. Blocking the columns instead (a strip of columns down all
+// rows) keeps the output in registers but reads the inputs out of order, which measured far slower. At 4096x4096,
+// blocks of 4 rows measured 5-20% faster than one row per pass, run to run (2 or 8 rows: about the same as 4); at
+// 256 columns, where the output row stays in L1 anyway, up to 15% slower.
 void col_sums(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out, int64_t rows,
               int64_t cols) {
   std::memset(out, 0, cols * sizeof(float));
   int64_t i = 0;
-  if (cols > kTwoRowCols)
-    for (; i + 2 <= rows; i += 2)
-      add_rows<true>(out, a + i * cols, b + i * cols, a + (i + 1) * cols, b + (i + 1) * cols, cols);
-  for (; i < rows; i++) add_rows<false>(out, a + i * cols, b + i * cols, nullptr, nullptr, cols);
+  for (; i + kBlockRows <= rows; i += kBlockRows) {
+    const float *a0 = a + i * cols, *b0 = b + i * cols;
+    int64_t j = 0;
+    for (; j + 2 * kVec <= cols; j += 2 * kVec) {
+      Vec16 s0 = {}, s1 = {};
+      for (int r = 0; r < kBlockRows; r++) {
+        add_pair(s0, a0 + r * cols + j, b0 + r * cols + j);
+        add_pair(s1, a0 + r * cols + j + kVec, b0 + r * cols + j + kVec);
+      }
+      add_to(out + j, s0);
+      add_to(out + j + kVec, s1);
+    }
+    for (; j < cols; j++) {  // the last columns, fewer than 32
+      float s = 0.0f;
+      for (int r = 0; r < kBlockRows; r++) s += a0[r * cols + j] + b0[r * cols + j];
+      out[j] += s;
+    }
+  }
+  for (; i < rows; i++)  // the last rows, fewer than kBlockRows: one at a time
+    for (int64_t j = 0; j < cols; j++) out[j] += a[i * cols + j] + b[i * cols + j];
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import AotbenchError, ArgumentValueError
 from ..native.runtime import process_runtime
 
-DEFAULT_INTERVAL_NS = 500_000  # 2 kHz per thread: ~0.2 % of a core for the handler (measured per profile)
+DEFAULT_INTERVAL_NS = 1_000_000  # 1 kHz per thread: a signal costs ~24 us of CPU in this VM (bench/bench_profile.py)
 MIN_SAMPLES = 1000
 MAX_SECONDS_FACTOR = 10  # to reach MIN_SAMPLES a profile may run up to this many times `seconds`
 _DISCOVERY_NS = 50_000_000  # calls run unsampled first for at least this long: the baseline and the threads

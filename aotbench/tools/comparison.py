@@ -3,17 +3,24 @@ several flag sets).
 
 A :class:`Comparison` has a text table (``str``), an HTML table (``_repr_html_``) and ``.plot()`` (matplotlib is
 imported only there, through :mod:`aotbench.plots`). Errors are against the FIRST entry (:mod:`aotbench.tools.accuracy`).
-Throughput counts the minimum traffic: the bytes of the array arguments plus the bytes of the output.
+Throughput counts the minimum traffic: the bytes of the array arguments plus the bytes of the output. Each entry
+is held to the roofline of the threads its kernel ran on (:func:`aotbench.tools.bandwidth.roofline`: a serial
+kernel to the one-core copy, an OpenMP kernel to the copy on as many threads, at most the usable cores), and
+the table says which.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..run import devices as seam
 from ..spec.spec import OpSpec, parse_flags
+from . import bandwidth
+from .bandwidth import Roofline
 from .timing import Timing, bench, format_ns, gbps, shown_label
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
@@ -54,16 +61,33 @@ class Comparison:
     fns: dict = field(default_factory=dict, compare=False, repr=False)  # label -> the callable that was timed
     #: compare_flags on a cpu op: label -> the source lines GCC vectorized (and the loops it could not)
     vectorized: dict = field(default_factory=dict, compare=False)
+    #: label -> the roofline that entry is held to (:func:`aotbench.tools.bandwidth.roofline`: the copy on as many
+    #: threads as its kernel used); empty with ``compare(..., roofline=False)``
+    rooflines: dict = field(default_factory=dict, compare=False)
 
     @property
     def timings(self) -> dict[str, Timing]:
         return {row.label: row.timing for row in self.rows}
+
+    def _distinct_rooflines(self) -> list[Roofline]:
+        return list(dict.fromkeys(self.rooflines.values()))
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         header = ["", "median", "IQR", "speed-up", "GB/s", f"max abs / rel error vs {self.rows[0].label}"]
         body = [[shown_label(r.label, r.timing), format_ns(r.timing.median_ns), format_ns(r.timing.iqr_ns),
                  f"{r.speedup:.2f}x",
                  f"{r.gbps:.2f}", "(baseline)" if i == 0 else r.error_text()] for i, r in enumerate(self.rows)]
+        if any(r.timing.threads is not None for r in self.rows):
+            header.insert(5, "threads")
+            for row, r in zip(body, self.rows):
+                row.insert(5, "?" if r.timing.threads is None else str(r.timing.threads))
+        if self.rooflines:
+            mixed = len(self._distinct_rooflines()) > 1
+            header.insert(5, "of roofline")
+            for row, r in zip(body, self.rows):
+                line = self.rooflines.get(r.label)
+                share = f"{100 * r.gbps / line.gbps:.0f}%" if line and line.gbps > 0 else ""
+                row.insert(5, f"{share} of the {_copy_words(line)}" if share and mixed else share)
         if self.vectorized:
             header.append("vectorized (source lines)")
             for row, r in zip(body, self.rows):
@@ -72,15 +96,48 @@ class Comparison:
 
     def _caption(self) -> str:
         how = "array arguments + output" if self.bytes_automatic else "as given"
-        return f"{format_bytes(self.bytes_moved)} moved per call ({how})"
+        lines = self._distinct_rooflines()
+        if len(lines) == 1:
+            roof = f"; roofline: {lines[0]}"
+        elif lines:
+            roof = "; rooflines: " + "; ".join(
+                f"{line} ({', '.join(label for label, own in self.rooflines.items() if own == line)})"
+                for line in lines)
+        else:
+            roof = ""
+        return f"{format_bytes(self.bytes_moved)} moved per call ({how}){roof}"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The threads each entry ran on, and why, grouped (``op, op -O2: 1 thread (no OpenMP)``), and what a
+        ``?`` in the threads column means."""
+        groups: dict[str, list[str]] = {}
+        unknown = []
+        for r in self.rows:
+            if r.timing.threads is None:
+                unknown.append(r.label)
+            else:
+                groups.setdefault(r.timing.threads_text(), []).append(r.label)
+        if not groups:
+            return ()
+        said = ["threads: " + "; ".join(f"{', '.join(labels)}: {text}" for text, labels in groups.items())]
+        if unknown:
+            held = " (held to the 1-thread copy)" if self.rooflines and any(
+                self.rooflines.get(label) and self.rooflines[label].threads == 1 for label in unknown) else ""
+            said.append(f"threads ?: {', '.join(unknown)} — a Python callable, whose threads aotbench cannot "
+                        f"see{held}")
+        return tuple(said)
 
     def __str__(self) -> str:
-        return f"{self._caption()}\n" + text_table(*self._table())
+        notes = "".join(f"\nnote: {n}" for n in self.notes)
+        return f"{self._caption()}\n" + text_table(*self._table()) + notes
 
     __repr__ = __str__  # the table, not every sample of every timing
 
     def _repr_html_(self) -> str:
-        return html_table(*self._table(), caption=self._caption())
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        table = html_table(*self._table(), caption=self._caption())
+        return table + (f"<ul class='aotbench-notes'>{notes}</ul>" if notes else "")
 
     def plot(self, ax=None, title: str | None = None):
         """A bar chart of the medians with IQR whiskers (:func:`aotbench.plots.timings`); returns the Figure."""
@@ -90,13 +147,16 @@ class Comparison:
 
 
 def compare(fns: Mapping[str, Callable], *args: Any, budget_ms: float = 200.0, flush_cache: bool | None = None,
-            bytes_moved: float | None = None) -> Comparison:
+            bytes_moved: float | None = None, roofline: bool = True) -> Comparison:
     """Time every callable of ``fns`` on ``args`` and compare its output with the first one's.
 
     Each entry is called once untimed (its output is kept), then timed with :func:`aotbench.bench` in two
     rounds of ``budget_ms / 2`` each, the second in reverse order, so a drift of the machine falls on every entry
     alike; all samples are kept. ``bytes_moved=None`` counts the minimum traffic: the bytes of the array
-    arguments plus those of the first entry's output; a number overrides it.
+    arguments plus those of the first entry's output; a number overrides it. ``roofline`` holds each entry to
+    the copy bandwidth of its device on as many threads as its kernel used (a Python callable: one), measured
+    once per machine (:func:`aotbench.tools.bandwidth.roofline`); the table says which copy and each entry's
+    share of it.
     """
     entries = _check_entries(fns)
     check_positive("budget_ms", budget_ms)
@@ -113,7 +173,16 @@ def compare(fns: Mapping[str, Callable], *args: Any, budget_ms: float = 200.0, f
         median = timings[label].median_ns
         rows.append(ComparisonRow(label, timings[label], _ratio(timings[first].median_ns, median),
                                   gbps(nbytes, median), err.max_abs, err.max_rel, err.nonfinite, err.mismatch))
-    return Comparison(tuple(rows), nbytes, automatic, dict(entries))
+    lines = {label: bandwidth.roofline(seam.for_call(fn, args), timings[label].threads)
+             for label, fn in entries} if roofline else {}
+    return Comparison(tuple(rows), nbytes, automatic, dict(entries), rooflines=lines)
+
+
+def _copy_words(line: Roofline | None) -> str:
+    """``2-thread copy`` or ``device copy``: which roofline, in a table cell."""
+    if line is None:
+        return "copy"
+    return f"{line.threads}-thread copy" if line.threads is not None else "device copy"
 
 
 def _check_entries(fns: Any) -> list[tuple[str, Callable]]:
@@ -149,7 +218,7 @@ def interleaved(entries: list[tuple[str, Callable]], args: tuple, budget_ms: flo
 
 def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = None, reference: Callable | None = None,
                   budget_ms: float = 200.0, flush_cache: bool | None = None, bytes_moved: float | None = None,
-                  vectorization: bool = True) -> Comparison:
+                  vectorization: bool = True, roofline: bool = True) -> Comparison:
     """Rebuild ``op`` under each flag set (which REPLACES its flags) and :func:`compare` the builds on ``args``.
 
     ``flag_sets`` maps a label to a list of flags (or a string, split like a shell would); the default is the
@@ -157,7 +226,8 @@ def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = Non
     added last as ``"reference"``; errors are against the first flag set. A flag set that does not compile raises
     its :class:`~aotbench.errors.CompileError`. ``result.fns[label]`` is each build (``.command``, ``.artifact``).
     For a cpu op, ``vectorization`` adds which source lines have loops GCC vectorized under each flag set (from
-    each build's :meth:`~aotbench.op.op.Op.annotate`, one inspection build each): why one set is faster.
+    each build's :meth:`~aotbench.op.op.Op.annotate`, one inspection build each): why one set is faster. A
+    ``-fopenmp`` set is held to the copy on as many threads as its build uses (``roofline``: see :func:`compare`).
     """
     spec = getattr(op, "spec", None)
     if not isinstance(spec, OpSpec) or getattr(op, "artifact", None) is None:
@@ -169,7 +239,8 @@ def compare_flags(op: Any, *args: Any, flag_sets: Mapping[str, Any] | None = Non
     fns: dict[str, Callable] = {label: op.with_flags(flags) for label, flags in sets.items()}
     if reference is not None:
         fns["reference"] = reference
-    result = compare(fns, *args, budget_ms=budget_ms, flush_cache=flush_cache, bytes_moved=bytes_moved)
+    result = compare(fns, *args, budget_ms=budget_ms, flush_cache=flush_cache, bytes_moved=bytes_moved,
+                     roofline=roofline)
     if vectorization and not op.device.runs_elsewhere:
         result = replace(result, vectorized={label: vectorized_lines(fns[label].annotate()) for label in sets})
     return result

@@ -132,7 +132,7 @@ def profile(op, *arrays, seconds: float = 1.0, min_samples: int = profiling.MIN_
                                  f"{profiling.MIN_SAMPLES})")
     if isinstance(interval_ms, bool) or not isinstance(interval_ms, (int, float)) or not 0.05 <= interval_ms <= 100:
         raise ArgumentValueError(f"interval_ms={interval_ms!r}: give the sampling interval in milliseconds, "
-                                 "0.05 to 100 (the default, 0.5, is 2000 samples a second per thread)")
+                                 "0.05 to 100 (the default, 1, is 1000 samples a second per thread)")
     raw = op.runner.profile(op.kernel, arrays, seconds=seconds, interval_ns=int(interval_ms * 1e6),
                             min_samples=min_samples) if _isolated(op) else profiling.sample(
         op.kernel.runtime, lambda: op(*arrays), seconds=seconds, interval_ns=int(interval_ms * 1e6),

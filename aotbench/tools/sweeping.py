@@ -1,5 +1,5 @@
 """``sweep``: one op timed over input sizes (here, or on any ``concurrent.futures.Executor``), against the
-machine's memory bandwidth.
+machine's memory bandwidth on as many threads as the op's kernel used (:func:`aotbench.tools.bandwidth.roofline`).
 
 Each point is one call of the module-level :func:`measure_point`, so an executor of processes (or a Dask
 cluster's) can run it: the op travels pickled with its source (:mod:`aotbench.op.travel`) and is built there on first
@@ -14,12 +14,13 @@ import functools
 import html
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..run import devices as seam
+from . import bandwidth
 from .timing import Timing, format_ns, gbps
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .accuracy import array_bytes, as_arrays, max_errors, snapshot
@@ -52,9 +53,11 @@ class SweepPoint:
 @dataclass(frozen=True, repr=False)
 class Sweep:
     """The result of :func:`sweep`: one point per size (in the order given) and the memory bandwidth of the device
-    the op ran on (GB/s of a large copy there: a numpy copy on the cpu, a device-to-device copy on a gpu — the
-    roofline of a memory-bound kernel); ``roofline_source`` says which copy, in words. ``notes``: sentences on where
-    the points ran, when that differs from the client (``client_facts``) or is known to distort the timings."""
+    the op ran on (GB/s of a large copy there: a numpy copy on as many threads as the op's kernel used, at most
+    the usable cores, on the host; a device-to-device copy on a gpu — the roofline of a memory-bound kernel);
+    ``roofline_source`` says which copy, in words (``"numpy copy on 2 threads"``), ``roofline_note`` why its
+    figure may be low. ``notes``: sentences on where the points ran, when that differs from the client
+    (``client_facts``) or is known to distort the timings."""
 
     points: tuple[SweepPoint, ...]
     bandwidth_gbps: float | None
@@ -62,6 +65,13 @@ class Sweep:
     roofline_source: str = "numpy copy"
     notes: tuple[str, ...] = ()
     client_facts: ProcessFacts | None = None
+    roofline_note: str = ""
+
+    @property
+    def threads(self) -> int | None:
+        """The most CPU threads the op's kernel used at any point (None: unknown, a Python callable or a gpu)."""
+        known = [p.timing.threads for p in self.points if p.timing.threads is not None]
+        return max(known) if known else None
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         has_ref = any(p.reference_timing for p in self.points)
@@ -77,10 +87,16 @@ class Sweep:
             body.append(row)
         return header, body
 
-    def _caption(self) -> str:
+    def roofline_text(self) -> str:
+        """``roofline: numpy copy on 2 threads, 46.3 GB/s``, with its note when there is one."""
         bw = f"{self.bandwidth_gbps:.1f} GB/s" if self.bandwidth_gbps else "unknown"
-        return (f"sweep of {self.label or 'the op'}: {len(self.points)} sizes; memory bandwidth "
-                f"({self.roofline_source}) {bw}")
+        note = f" ({self.roofline_note})" if self.roofline_note else ""
+        return f"roofline: {self.roofline_source}, {bw}{note}"
+
+    def _caption(self) -> str:
+        timed = [p.timing for p in self.points if p.timing.threads is not None]
+        ran = f"; the op ran on {max(timed, key=lambda t: t.threads).threads_text()}" if timed else ""
+        return f"sweep of {self.label or 'the op'}: {len(self.points)} sizes{ran}; {self.roofline_text()}"
 
     def __str__(self) -> str:
         notes = "".join(f"\nnote: {n}" for n in self.notes)
@@ -169,7 +185,9 @@ def sweep(op: Callable, sizes: Any, inputs: Callable | None = None, reference: C
     device = seam.for_call(op, ())
     client = process_facts()
     notes = sweep_notes(client, [p.facts for p in results], any(p.reference_timing for p in results))
-    return Sweep(tuple(results), device.copy_bandwidth_gbps(), label, device.copy_label, tuple(notes), client)
+    measured = Sweep(tuple(results), None, label, "", tuple(notes), client)
+    line = bandwidth.roofline(device, measured.threads)
+    return replace(measured, bandwidth_gbps=line.gbps, roofline_source=line.source, roofline_note=line.note)
 
 
 def _as_list(sizes: Any) -> list:

@@ -12,8 +12,9 @@ The method (IPython's ``%timeit`` autorange and triton's ``do_bench``, in our ow
    not timed.
 
 Statistics come from one pure function, :func:`summarize`. Every time is in nanoseconds per call and every
-name says its unit. A gpu op, or any callable given device arrays, is timed on the device with CUDA events and an
-L2 flush between calls (:mod:`aotbench.tools.gpu_timing`).
+name says its unit. A cpu op's timing records the CPU threads its kernel ran on and why (:mod:`aotbench.run.threads`:
+OpenMP's thread count, the emulator's block threads, 1 without OpenMP). A gpu op, or any callable given device
+arrays, is timed on the device with CUDA events and an L2 flush between calls (:mod:`aotbench.tools.gpu_timing`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..run import devices as seam
+from ..run.threads import callable_thread_use
 
 MIN_SAMPLE_NS = 20_000  # a sample shorter than this is dominated by the clock read (~50-100 ns) and jitter
 BATCHES = (1, 2, 5)  # autorange multiplies these by 10, 100, ...
@@ -100,6 +102,9 @@ class Timing:
     launch_overhead_ns: float | None = None  # gpu: host time per launch, measured apart from the device time
     graph: bool = False  # gpu: the samples are CUDA-graph replays
     notes: tuple[str, ...] = ()  # what may make the numbers less than honest, in words
+    #: the CPU threads a call of the kernel used (None: a Python callable, or a gpu op's device time)
+    threads: int | None = None
+    thread_source: str = ""  # why that many, in words: "no OpenMP", "omp_get_max_threads(), OMP_NUM_THREADS=2"
     stats: Stats = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,7 +145,19 @@ class Timing:
                 device += f"; host launch {format_ns(self.launch_overhead_ns)}"
         notes = "".join(f"\n  note: {n}" for n in self.notes)
         return (f"{label}{format_ns(self.median_ns)} median, IQR {format_ns(self.iqr_ns)}, min "
-                f"{format_ns(self.min_ns)} ({self.count} samples of {self.number} call(s){cold}){device}{notes}")
+                f"{format_ns(self.min_ns)} ({self.count} samples of {self.number} call(s){cold}){device}"
+                f"{self._threads_text()}{notes}")
+
+    def threads_text(self) -> str:
+        """``2 threads (OMP_NUM_THREADS=2)``, or "" when the threads are unknown (a Python callable)."""
+        if self.threads is None:
+            return ""
+        words = f"{self.threads} thread{'' if self.threads == 1 else 's'}"
+        return f"{words} ({self.thread_source})" if self.thread_source else words
+
+    def _threads_text(self) -> str:
+        text = self.threads_text()
+        return f"; {text}" if text else ""
 
     def __repr__(self) -> str:  # the samples are in .samples_ns; a repr of thousands of numbers helps nobody
         return f"<Timing {self}>"
@@ -247,7 +264,9 @@ def bench_host(fn: Callable, args: tuple, *, budget_ms: float, warmup: int | Non
     finally:
         if gc_was_enabled:
             gc.enable()
-    return Timing(tuple(samples), number=number, label=label, flushed=flush_cache)
+    use = callable_thread_use(fn)
+    return Timing(tuple(samples), number=number, label=label, flushed=flush_cache,
+                  threads=use.count if use else None, thread_source=use.source if use else "")
 
 
 def _cold_samples(fn: Callable, args: tuple, budget_ns: float, estimate_ns: float, min_samples: int,

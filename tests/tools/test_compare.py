@@ -1,4 +1,5 @@
-"""compare, compare_flags, sweep and the memory bandwidth: real kernels, fresh random inputs, tiny budgets."""
+"""compare, compare_flags and sweep: real kernels, fresh random inputs, tiny budgets (the memory bandwidth itself:
+test_bandwidth.py)."""
 
 from __future__ import annotations
 
@@ -300,48 +301,6 @@ def test_sweep_needs_to_know_the_input_count(axpy):
         sweeping.sweep(axpy, [10], reference=axpy_reference, executor=object(), budget_ms=BUDGET_MS)
 
 
-# --- memory bandwidth ------------------------------------------------------------------------------------------
-def test_copy_bandwidth_measures_something():
-    assert bandwidth.copy_bandwidth_gbps(1 << 20, repeats=2) > 0
-    with pytest.raises(ArgumentError):
-        bandwidth.copy_bandwidth_gbps(2)
-    with pytest.raises(ArgumentError):
-        bandwidth.copy_bandwidth_gbps(1 << 20, repeats=0)
-    assert bandwidth.default_copy_bytes() >= 256 << 20
-
-
-def test_memory_bandwidth_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch):
-    values = iter([11.0, 22.0, 33.0])
-    calls = []
-
-    def fake_copy(nbytes, repeats=bandwidth.COPY_REPEATS):
-        calls.append(nbytes)
-        return next(values)
-
-    monkeypatch.setattr(bandwidth, "copy_bandwidth_gbps", fake_copy)
-    root = tmp_path / "cache"
-    assert bandwidth.memory_bandwidth_gbps(cache_dir=root, nbytes=4096) == 11.0
-    stored = root / bandwidth.BANDWIDTH_FILE
-    mtime = stored.stat().st_mtime_ns
-    [entry] = json.loads(stored.read_text())["machines"].values()
-    assert entry["gbps"] == 11.0 and entry["nbytes"] == 4096 and entry["numpy"] == np.__version__
-    assert bandwidth.memory_bandwidth_gbps(cache_dir=root, nbytes=4096) == 11.0  # this process's memo
-    bandwidth._known_bandwidth.cache_clear()  # as a new process would: read from disk, do not measure
-    assert bandwidth.memory_bandwidth_gbps(cache_dir=root, nbytes=4096) == 11.0
-    assert calls == [4096] and stored.stat().st_mtime_ns == mtime
-    assert bandwidth.memory_bandwidth_gbps(refresh=True, cache_dir=root, nbytes=4096) == 22.0
-    assert bandwidth.memory_bandwidth_gbps(cache_dir=root, nbytes=4096) == 22.0
-    assert bandwidth.memory_bandwidth_gbps(cache_dir=root, nbytes=8192) == 33.0  # another size: its own entry
-    assert calls == [4096, 4096, 8192] and len(json.loads(stored.read_text())["machines"]) == 2
-
-
-def test_memory_bandwidth_uses_the_cache_dir_from_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setattr(bandwidth, "copy_bandwidth_gbps", lambda nbytes, repeats=5: 5.0)
-    monkeypatch.setenv("AOTBENCH_CACHE_DIR", str(tmp_path / "env-cache"))
-    assert bandwidth.memory_bandwidth_gbps(nbytes=4096) == 5.0
-    assert (tmp_path / "env-cache" / bandwidth.BANDWIDTH_FILE).is_file()
-
-
 def test_results_repr_as_their_tables_and_sweeps_take_a_label(axpy):
     result = sweeping.sweep(axpy, [8, 16], reference=axpy_reference, budget_ms=BUDGET_MS, label="my axpy")
     assert result.label == "my axpy" and repr(result) == str(result)
@@ -351,3 +310,97 @@ def test_results_repr_as_their_tables_and_sweeps_take_a_label(axpy):
     x = np.random.default_rng().standard_normal(64)
     cmp = comparison.compare({"sort": np.sort, "again": np.sort}, x, budget_ms=BUDGET_MS)
     assert repr(cmp) == str(cmp) and "again" in repr(cmp) and "samples_ns" not in repr(cmp)
+
+
+# --- the roofline each entry is held to -------------------------------------------------------------------------
+def fake_records(refresh=False, cache_dir=None, nbytes=None, threads=1):
+    """Stands in for bandwidth.bandwidth_record: 10 GB/s per copying thread, measured on idle cores."""
+    return {"gbps": 10.0 * threads, "threads": threads, "cpu_share": 1.0}
+
+
+def test_compare_holds_each_entry_to_the_copy_on_its_own_threads(rng, monkeypatch):
+    """A serial entry, an entry on three threads and a Python callable: the table gives each its threads and its
+    share of its own roofline, and the caption names both rooflines and whose each is."""
+    from aotbench.run.threads import ThreadUse
+    from aotbench.tools import timing
+
+    monkeypatch.setattr(bandwidth, "bandwidth_record", fake_records)
+    monkeypatch.setattr(bandwidth, "usable_cores", lambda: 4)
+
+    def serial(a):
+        return a + 1
+
+    def parallel(a):
+        return a + 1
+
+    uses = {serial: ThreadUse(1, "no OpenMP"), parallel: ThreadUse(3, "OMP_NUM_THREADS=3")}
+    monkeypatch.setattr(timing, "callable_thread_use", lambda fn: uses.get(fn))
+    x = rng.standard_normal(int(rng.integers(1000, 4000))).astype(np.float32)
+    result = comparison.compare({"serial": serial, "parallel": parallel, "numpy": lambda a: a + 1}, x,
+                                budget_ms=BUDGET_MS)
+    assert [r.timing.threads for r in result.rows] == [1, 3, None]
+    lines = result.rooflines
+    assert [(lines[k].threads, lines[k].gbps) for k in ("serial", "parallel", "numpy")] == [(1, 10.0), (3, 30.0),
+                                                                                              (1, 10.0)]
+    header, body = result._table()
+    share, threads_column = header.index("of roofline"), header.index("threads")
+    for row, cells in zip(result.rows, body):
+        line = lines[row.label]
+        assert cells[share] == f"{100 * row.gbps / line.gbps:.0f}% of the {line.threads}-thread copy"
+    assert [cells[threads_column] for cells in body] == ["1", "3", "?"]
+    text = str(result)
+    assert ("rooflines: numpy copy on 1 thread, 10.0 GB/s (serial, numpy); numpy copy on 3 threads, 30.0 GB/s "
+            "(parallel)") in text
+    assert "threads: serial: 1 thread (no OpenMP); parallel: 3 threads (OMP_NUM_THREADS=3)" in text
+    assert "threads ?: numpy" in text and "held to the 1-thread copy" in text
+    assert "OMP_NUM_THREADS=3" in result._repr_html_() and "of roofline" in result._repr_html_()
+
+    one = comparison.compare({"serial": serial, "again": serial}, x, budget_ms=BUDGET_MS)
+    assert "; roofline: numpy copy on 1 thread, 10.0 GB/s" in str(one)
+    share = one._table()[0].index("of roofline")
+    assert all(cells[share].endswith("%") for cells in one._table()[1])
+    bare = comparison.compare({"serial": serial, "parallel": parallel}, x, budget_ms=BUDGET_MS, roofline=False)
+    assert not bare.rooflines and "roofline" not in str(bare) and "threads" in str(bare)
+
+
+PARALLEL_AXPY = r"""
+#include <cstdint>
+extern "C" int Axpy(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                    void *extra) {
+  int64_t n = 1;
+  for (int d = 0; d < ndims[0]; d++) n *= shapes[0][d];
+  const float *x = static_cast<const float *>(params[0]), *y = static_cast<const float *>(params[1]);
+  float *out = static_cast<float *>(params[2]);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = 2.5f * x[i] + y[i];
+  return 0;
+}
+"""
+
+
+def test_an_openmp_kernel_is_held_to_the_copy_on_its_threads_in_compare_and_sweep(axpy, rng, tmp_path,
+                                                                                  monkeypatch):
+    from aotbench.run import threads
+
+    monkeypatch.setattr(bandwidth, "bandwidth_record", fake_records)
+    source = tmp_path / "parallel_axpy.cc"
+    source.write_text(PARALLEL_AXPY)
+    parallel = aotbench.Custom(f"{source}:Axpy", same_shape_as_x, None, flags=["-O2", "-fopenmp"])
+    used = threads.kernel_threads(parallel)
+    copy = min(used, threads.usable_cores())
+    x, y = rng.standard_normal((2, int(rng.integers(500, 3000)))).astype(np.float32)
+    result = comparison.compare({"serial": axpy, "parallel": parallel}, x, y, budget_ms=BUDGET_MS)
+    assert result.rows[1].max_abs_error < 1e-5
+    assert [r.timing.threads for r in result.rows] == [1, used]
+    assert result.rooflines["serial"].threads == 1 and result.rooflines["parallel"].threads == copy
+    assert result.rooflines["parallel"].gbps == 10.0 * copy
+
+    swept = sweeping.sweep(parallel, [64, 4096], reference=axpy_reference, budget_ms=BUDGET_MS)
+    assert swept.threads == used and swept.bandwidth_gbps == 10.0 * copy
+    assert swept.roofline_source == f"numpy copy on {copy} thread{'' if copy == 1 else 's'}"
+    assert f"the op ran on {used} thread" in str(swept) and f"roofline: {swept.roofline_source}, " in str(swept)
+    serial = sweeping.sweep(axpy, [64], reference=axpy_reference, budget_ms=BUDGET_MS)
+    assert serial.threads == 1 and serial.roofline_source == "numpy copy on 1 thread"
+    plain = sweeping.sweep(axpy_reference, [64], reference=axpy_reference, budget_ms=BUDGET_MS)
+    assert plain.threads is None and plain.roofline_source == "numpy copy on 1 thread"
+    assert "the op ran on" not in str(plain)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ import aotbench
 from aotbench import plots
 from aotbench.tools.timing import Timing
 from aotbench.errors import ArgumentError
-from aotbench.tools import comparison, sweeping
+from aotbench.tools import comparison, sweeping, timing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,6 +79,34 @@ def test_timings_of_a_real_comparison_on_given_axes(rng):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["op", "numpy"]
 
 
+def test_a_comparison_draws_each_entrys_roofline_across_its_bar(rng):
+    """Serial entries and an OpenMP entry are held to different copies: one dashed line per bar at bytes /
+    bandwidth, one legend entry per roofline, saying which copy it is."""
+    from aotbench.tools.bandwidth import Roofline
+
+    nbytes = int(rng.integers(1_000_000, 50_000_000))
+    labels = ["serial", "parallel", "numpy"]
+    rows = tuple(comparison.ComparisonRow(label, _timing(rng, center, center / 10, label), 1.0, nbytes / center, 0.0,
+                                          0.0) for label, center in zip(labels, rng.uniform(1e5, 1e7, 3)))
+    one, two = Roofline(24.0, "numpy copy on 1 thread", 1), Roofline(46.0, "numpy copy on 2 threads", 2)
+    result = comparison.Comparison(rows, nbytes, rooflines={"serial": one, "parallel": two, "numpy": one})
+    [ax] = plots.timings(result).axes
+    _, scale = plots.time_unit(max(r.timing.median_ns for r in rows))
+    marks = {c.get_label(): c for c in ax.collections if c.get_label().startswith("roofline")}
+    assert set(marks) == {f"roofline: numpy copy on 1 thread, 24.0 GB/s = {timing.format_ns(nbytes / 24.0)}",
+                          f"roofline: numpy copy on 2 threads, 46.0 GB/s = {timing.format_ns(nbytes / 46.0)}"}
+    for label, (line, bars) in zip(sorted(marks), ((one, [0, 2]), (two, [1]))):
+        segments = marks[label].get_segments()
+        assert len(segments) == len(bars)
+        for seg, x in zip(segments, bars):
+            np.testing.assert_allclose(seg[:, 1], nbytes / line.gbps / scale)
+            assert seg[0, 0] < x < seg[1, 0]
+    assert set(marks) <= set(_legend_texts(ax))
+    bare = comparison.Comparison(rows, nbytes)
+    [ax] = plots.timings(bare).axes
+    assert not [c for c in ax.collections if c.get_label().startswith("roofline")] and ax.get_legend() is None
+
+
 def test_timings_refuses_what_it_cannot_draw(rng):
     sweep = sweeping.Sweep((_point(1000, rng),), 10.0, "op")
     with pytest.raises(ArgumentError, match="scaling"):
@@ -97,7 +126,8 @@ def _point(nbytes, rng, with_reference=True):
 
 
 def test_scaling_draws_roofline_points_and_throughput(rng):
-    sweep = sweeping.Sweep(tuple(_point(n, rng) for n in (12_000, 120_000, 1_200_000, 12_000_000)), 20.0, "Axpy")
+    sweep = sweeping.Sweep(tuple(_point(n, rng) for n in (12_000, 120_000, 1_200_000, 12_000_000)), 20.0, "Axpy",
+                           "numpy copy on 2 threads")
     fig = plots.scaling(sweep)
     time_ax, rate_ax = fig.axes
     assert (time_ax.get_xscale(), time_ax.get_yscale()) == ("log", "log")
@@ -110,7 +140,7 @@ def test_scaling_draws_roofline_points_and_throughput(rng):
     np.testing.assert_allclose(op_line.get_ydata(), [p.timing.median_ns / scale for p in sweep.points])
     np.testing.assert_allclose(ref_line.get_ydata(), [p.reference_timing.median_ns / scale for p in sweep.points])
     [roof] = [line for label, line in lines.items() if "roofline" in label]
-    assert "20.0 GB/s" in roof.get_label() and "numpy copy" in roof.get_label()
+    assert roof.get_label() == "roofline: numpy copy on 2 threads, 20.0 GB/s"
     np.testing.assert_allclose(roof.get_ydata(), np.asarray(roof.get_xdata()) / 20.0 / scale)
     assert roof.get_xdata()[0] == pytest.approx(nbytes[0]) and roof.get_xdata()[-1] == pytest.approx(nbytes[-1])
     assert set(_legend_texts(time_ax)) == set(lines)
@@ -121,7 +151,10 @@ def test_scaling_draws_roofline_points_and_throughput(rng):
     assert "reference GB/s" in rates
     [ceiling] = [line for label, line in rates.items() if "numpy copy" in label]
     np.testing.assert_allclose(ceiling.get_ydata(), [20.0, 20.0])
-    assert rate_ax.get_ylabel() == "achieved GB/s" and "numpy copy: 20.0 GB/s" in _legend_texts(rate_ax)
+    assert rate_ax.get_ylabel() == "achieved GB/s"
+    assert "roofline: numpy copy on 2 threads, 20.0 GB/s" in _legend_texts(rate_ax)
+    doubtful = plots.scaling(replace(sweep, roofline_note="measured while other processes held the cores"))
+    assert "(measured while the cores were busy)" in _legend_texts(doubtful.axes[0])[-1]
 
 
 def test_scaling_on_one_axes_uses_a_twin_and_skips_what_is_missing(rng):

@@ -154,3 +154,118 @@ def test_repr_is_the_summary_not_the_samples():
     t = aotbench.bench(clock.fn, budget_ms=5, timer=clock, warmup=0, label="probe")
     assert repr(t) == f"<Timing {t}>" and "probe: 2 us median" in repr(t)
     assert len(repr(t)) < 200 and t.count > 50
+
+
+# --- the threads a timing records -------------------------------------------------------------------------------
+# A kernel that says how many threads ran it: out = x + 1, then out[0] = omp_get_num_threads() of its region.
+COUNTING = r"""
+#include <cstdint>
+#include <omp.h>
+
+extern "C" int Counted(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                       void *extra) {
+  int64_t n = 1;
+  for (int d = 0; d < ndims[0]; d++) n *= shapes[0][d];
+  const float *x = static_cast<const float *>(params[0]);
+  float *out = static_cast<float *>(params[1]);
+  int used = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    used = omp_get_num_threads();
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] + 1.0f;
+  }
+  out[0] = static_cast<float>(used);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def counting_source(tmp_path_factory):
+    path = tmp_path_factory.mktemp("openmp") / "counted.cc"
+    path.write_text(COUNTING)
+    return path
+
+
+def _threads_that_ran(op, x):
+    out = op(x)
+    np.testing.assert_array_equal(out[1:], x[1:] + np.float32(1))
+    return int(out[0])
+
+
+def test_a_timing_records_the_threads_an_openmp_kernel_ran_on(rng, counting_source):
+    from aotbench.run import threads
+
+    x = rng.standard_normal(int(rng.integers(1000, 5000))).astype(np.float32)
+    op = aotbench.Custom(f"{counting_source}:Counted", x.shape, None, flags=["-O2", "-fopenmp"])
+    ran = _threads_that_ran(op, x)
+    t = op.bench(x, budget_ms=3)
+    assert t.threads == ran == threads.kernel_threads(op) == threads.kernel_threads(op.library) >= 1
+    assert t.thread_source.startswith("omp_get_max_threads()")
+    assert f"{ran} thread" in str(t) and t.thread_source in t._repr_html_()
+
+
+def test_an_isolated_openmp_op_is_judged_by_the_environment_its_worker_starts_with(rng, counting_source,
+                                                                                  monkeypatch):
+    """libgomp here read OMP_NUM_THREADS when it loaded; the worker's libgomp reads the environment it inherits."""
+    x = rng.standard_normal(int(rng.integers(1000, 5000))).astype(np.float32)
+    here = aotbench.Custom(f"{counting_source}:Counted", x.shape, None, flags=["-O2", "-fopenmp"])
+    loaded_with = _threads_that_ran(here, x)
+    wanted = loaded_with + int(rng.integers(1, 4))  # differs from what this process's libgomp uses
+    monkeypatch.setenv("OMP_NUM_THREADS", f"{wanted},1")  # one number per nesting level: the first counts
+    isolated = aotbench.Custom(f"{counting_source}:Counted", x.shape, None, flags=["-O2", "-fopenmp"],
+                               isolate=True)
+    try:
+        assert _threads_that_ran(isolated, x) == wanted
+        t = isolated.bench(x, budget_ms=3, min_samples=2)
+        assert t.threads == wanted and t.thread_source == f"OMP_NUM_THREADS={wanted},1"
+    finally:
+        isolated.close()
+    t = here.bench(x, budget_ms=3)
+    assert t.threads == _threads_that_ran(here, x) == loaded_with
+    assert t.thread_source == f"omp_get_max_threads(), OMP_NUM_THREADS={wanted},1"
+
+
+def test_a_plain_kernel_runs_on_one_thread_and_a_python_callable_on_unknown_ones(rng, examples):
+    from aotbench.run import threads
+
+    op = aotbench.Custom(f"{examples / 'add_reduce.cc'}:CustomKernel", None, np.float32,
+                         attrs={"axis": 1, "keep_dim": False})
+    x, y = rng.standard_normal((2, 16, 8)).astype(np.float32)
+    t = op.bench(x, y, budget_ms=2)
+    assert (t.threads, t.thread_source) == (1, "no OpenMP") and "; 1 thread (no OpenMP)" in str(t)
+    assert threads.thread_use(op) == threads.ThreadUse(1, "no OpenMP")
+    plain = aotbench.bench(lambda a: a + 1, x, budget_ms=2)
+    assert plain.threads is None and plain.thread_source == "" and "thread" not in str(plain)
+    assert threads.callable_thread_use(lambda a: a) is None
+    with pytest.raises(ArgumentError, match="thread_use"):
+        threads.thread_use(lambda a: a)
+
+
+def test_the_threads_text_of_a_timing(rng):
+    samples = tuple(rng.uniform(900, 1100, 9))
+    assert timing.Timing(samples, threads=2, thread_source="OMP_NUM_THREADS=2").threads_text() == \
+        "2 threads (OMP_NUM_THREADS=2)"
+    assert "; 1 thread (no OpenMP)" in str(timing.Timing(samples, threads=1, thread_source="no OpenMP"))
+    assert timing.Timing(samples, threads=3).threads_text() == "3 threads"
+    assert timing.Timing(samples).threads_text() == ""
+
+
+def test_openmp_and_emulator_thread_rules(monkeypatch):
+    """Without a loaded libgomp: OMP_NUM_THREADS' first number, else the affinity mask (libgomp's default)."""
+    from aotbench.run import threads
+
+    monkeypatch.setattr(threads, "_loaded_libgomp", lambda: None)
+    monkeypatch.setattr(threads, "affinity_cores", lambda: 3)
+    monkeypatch.setenv("OMP_NUM_THREADS", "5,2")
+    assert threads.openmp_threads() == threads.ThreadUse(5, "OMP_NUM_THREADS=5,2")
+    for unusable in ("", "0", "many"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unusable)
+        assert threads.openmp_threads().count == 3 and "affinity mask" in threads.openmp_threads().source
+    monkeypatch.setenv("AOTBENCH_EMULATOR_THREADS", "4")
+    assert threads.emulator_threads() == threads.ThreadUse(
+        4, "the CUDA emulator's block threads, AOTBENCH_EMULATOR_THREADS=4")
+    monkeypatch.delenv("AOTBENCH_EMULATOR_THREADS")
+    assert threads.emulator_threads().count == 3
