@@ -55,3 +55,19 @@ def test_stored_explore_output_is_a_snapshot_not_a_widget_repr():
     assert "aotb-explore-snapshot" in page and "aotb-pass" in page and "output shape <code>(4,)</code>" in page
     assert "<img src='data:image/png;base64," in page, "the snapshot has no plot"
     assert "run the cell for the live controls" in page
+
+
+def test_benchmarking_notebook_stores_the_profile_loop_it_teaches():
+    """Notebook 03 as stored: the naive kernel's hottest line is its strided column sum, the fused kernel's is
+    not, and the parallel kernel ran on more than one thread near its roofline (figures of the stored run)."""
+    nb = nbformat.read(NOTEBOOKS / "03_benchmarking.ipynb", as_version=4)
+    texts = ["".join(o.get("text", "") for o in c.outputs if o.get("output_type") == "stream")
+             for c in nb.cells if c.cell_type == "code"]
+    naive = next(t for t in texts if "ms per call" in t and "tmp[" in t)
+    first = naive.splitlines()[0]
+    assert "tmp[j * cols + i]" in first and float(re.search(r"([\d.]+)%", first).group(1)) >= 50
+    fused = next(t for t in texts if "faster than the documented kernel" in t)
+    assert "tmp[" not in fused and "Hottest loop" in fused
+    roofline = next(t for t in texts if "of the numpy copy on" in t)
+    every = next(line for line in roofline.splitlines() if line.startswith("every core"))
+    assert "threads" in every and int(re.search(r"(\d+)% of the", every).group(1)) >= 80

@@ -1006,4 +1006,4 @@ AOTB_EXPORT int aotb_error_attr_requested() { return g_error.attr_requested; }
 AOTB_EXPORT int aotb_error_attr_registered() { return g_error.attr_registered; }
 AOTB_EXPORT int aotb_error_status() { return g_error.status; }
 
-#include "sampler.h"
+#include "aotb_sampler.h"  // the sampling profiler (op.profile)

@@ -159,7 +159,7 @@ def measure_iterations(loop: Loop, call: Callable[[], object], address_of: Calla
     if cost_s > budget_s:
         return Measured(**base, hit_ns=hit_ns,
                         reason=f"about {estimate:,.0f} iterations per call at {hit_ns / 1e3:.1f} us per breakpoint "
-                               f"hit would take {cost_s:.3g} s, over the {budget_s:g} s budget (budget_s=)")
+                               f"hit would take {cost_s:.3g} s, over the {budget_s:g} s budget for counting")
     try:
         with perf_events.ExecutionCounter(address_of(loop.branch), tids) as counter:
             counter.start()

@@ -1,16 +1,20 @@
-// The sampling profiler behind op.profile (included at the end of runtime.cc; driven by aotbench/run/profiling.py).
+// The sampling profiler behind op.profile (included at the end of native/src/runtime.cc; driven by aotbench/run/profiling.py).
 //
 // No privileges needed: each thread being profiled gets a POSIX timer on CLOCK_MONOTONIC that sends it SIGPROF
 // every interval (SIGEV_THREAD_ID; high-resolution timers, so the rate is not bound to the scheduler tick, 250 Hz
 // on some kernels, as CPU-time timers are). The handler records the interrupted program counter, the thread's slot
 // and its callers (kProfileDepth return addresses in all, from glibc's backtrace: libgcc's unwinder, which finds
 // unwind tables without a lock through _dl_find_object on glibc >= 2.35), and the CPU time the thread used since
-// its previous sample: a thread that was waiting (an OpenMP worker between
-// parallel regions) is sampled too, but its samples weigh nothing. Python maps the counters to modules, functions
-// and source lines afterwards; nothing in the handler allocates, locks or calls anything but clock_gettime.
+// its previous sample up to the end of that sample's handler (the handler's own cost is not the program's): a
+// thread that was waiting (an OpenMP worker between parallel regions) is sampled too, but its samples weigh only
+// what delivering the signal cost it (~10 us here). Python maps the counters to modules, functions and source
+// lines afterwards; nothing in the handler allocates or locks (clock_gettime and backtrace only).
 //
 // One profile at a time per process (Python holds a lock). The handler, once installed, stays: a timer's last
-// signal may still be pending when the profile stops, and SIGPROF's default action would end the process.
+// signal may still be pending when the profile stops, and SIGPROF's default action would end the process. It runs
+// with every asynchronous signal blocked: the host's SIGINT handler may longjmp out of an abandoned kernel call,
+// and a longjmp out of this handler would leave `inflight` raised (aotb_profile_stop would wait for ever) and
+// SIGPROF blocked on that thread. A child forked during a profile starts with the sampler idle (SamplerAfterFork).
 
 #include <sched.h>
 #include <time.h>
@@ -55,7 +59,6 @@ void OnProfileSignal(int sig, siginfo_t *info, void *context) {
     if (slot >= 0 && slot < s.nthreads) {
       const int64_t now = ThreadCpuNs(CLOCK_THREAD_CPUTIME_ID);
       const int64_t before = s.last_cpu[slot];
-      s.last_cpu[slot] = now;
       const int64_t i = __atomic_fetch_add(&s.next, 1, __ATOMIC_RELAXED);
       if (i < s.capacity) {
         void *pc = FaultingPc(context);
@@ -71,6 +74,7 @@ void OnProfileSignal(int sig, siginfo_t *info, void *context) {
         s.slots[i] = slot;
         s.cpu_ns[i] = (before >= 0 && now >= before) ? now - before : 0;
       }
+      s.last_cpu[slot] = ThreadCpuNs(CLOCK_THREAD_CPUTIME_ID);
     }
   } else if (info == nullptr || info->si_code != SI_TIMER) {  // not ours: what SIGPROF did before
     const struct sigaction &p = s.previous;
@@ -87,6 +91,16 @@ void OnProfileSignal(int sig, siginfo_t *info, void *context) {
 void DeleteTimers(int count) {
   for (int i = 0; i < count; ++i) timer_delete(g_sampler.timers[i]);
 }
+
+// In a child forked while a profile ran: the parent's timers are not inherited, and a handler that the fork caught
+// on another thread never finishes here, so a copied `active` or `inflight` would make every profile in the child
+// fail with EBUSY or wait for ever.
+void SamplerAfterFork() {
+  __atomic_store_n(&g_sampler.active, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_sampler.inflight, 0, __ATOMIC_RELAXED);
+  g_sampler.nthreads = 0;
+}
+[[maybe_unused]] const int g_sampler_atfork = pthread_atfork(nullptr, nullptr, SamplerAfterFork);
 }  // namespace
 
 // Start sampling the threads `tids` (of this process) every interval_ns, into the caller's arrays of `capacity`
@@ -108,7 +122,8 @@ AOTB_EXPORT int aotb_profile_start(const int32_t *tids, int n, int64_t interval_
     struct sigaction sa = {};
     sa.sa_sigaction = OnProfileSignal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    sigfillset(&sa.sa_mask);  // see the top of this file; faults stay deliverable (a crash report, not a hang)
+    for (int sync : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&sa.sa_mask, sync);
     s.previous = current;
     if (sigaction(SIGPROF, &sa, nullptr) != 0) return errno;
     s.installed = 1;
