@@ -6,7 +6,11 @@ a frame is in the op's library: the innermost such frame decides the line (a sam
 calls, ``expf`` in libm, counts for the line that called it, and the libraries called are listed apart). Lines
 come from a build with line tables: the op's inspection build (``op.disassemble()``'s, the same code: checked by
 comparing the two ``.text`` sections), or the emulator's build, which has ``-g`` already. Samples weigh the CPU
-time their thread used since its previous one, so a thread that waited counts for nothing.
+time their thread used since its previous one, so a thread that waited counts for (almost) nothing.
+
+What the samples cannot show is said in ``notes``: a source changed since the build (time per function only,
+not per line), calls so short that the call's own cost outweighs the kernel, work on threads that were not
+sampled (threads started anew on every call), a run ended by a full sample buffer.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ArgumentValueError
+import numpy as np
+
+from ..errors import AotbenchError, AotbenchWarning, ArgumentValueError, SourceChangedError
 from ..native import elf
 from ..run import profiling
 from ..run.profiling import RawProfile
@@ -151,7 +157,14 @@ def profiled_call(op, call, args: tuple):
     """The call ``op.profile_next_call`` (``%%aot_kernel --profile``) asked for: the call as usual, then a
     profile on its inputs, shown (IPython's display, else printed) and kept as ``op.last_profile``."""
     outputs = call(args)
-    found = profile(op, *args)
+    try:
+        found = profile(op, *args)
+    except AotbenchError as exc:  # the call itself succeeded: its outputs are not lost to the profile's failure
+        import warnings
+
+        warnings.warn(f"{op.name}: the profile asked for (%%aot_kernel --profile) failed, the call's outputs are "
+                      f"returned: {type(exc).__name__}: {exc}", AotbenchWarning, stacklevel=3)
+        return outputs
     op.last_profile = found
     try:
         from IPython import get_ipython
@@ -194,7 +207,12 @@ def mapping_for(op) -> Mapping:
         return Mapping(library, _user_source(op), (), "")
     if op.artifact is None:
         return Mapping(None, None, (), "a prebuilt library: no line table, so time is given per function only")
-    built = inspection._inspection_build(op)
+    try:
+        built = inspection._inspection_build(op)
+    except SourceChangedError as exc:  # the library runs the old code: per function is still true, lines are not
+        return Mapping(None, None, (), f"{exc.path or 'its source'} changed since the op was built, and the "
+                       "library still runs the code built then: lines are not shown, time is given per function "
+                       "only (re-run the cell, or build the op again, for lines)")
     same = elf.section_bytes(library.read_bytes(), ".text") == elf.section_bytes(built.path.read_bytes(), ".text")
     if not same:
         return Mapping(None, _user_source(op), (), "the inspection build's code differs from the op's library "
@@ -204,8 +222,12 @@ def mapping_for(op) -> Mapping:
 
 
 def _user_source(op) -> SourceText | None:
+    """The source as it was built (the file may have changed since: the line table is the build's)."""
     if op.source_path is None:
         return None
+    built = getattr(op.artifact, "source", None) if op.artifact is not None else None
+    if built is not None:
+        return SourceText(str(op.source_path), built)
     return SourceText(str(op.source_path), Path(op.source_path).read_text(errors="replace"))
 
 
@@ -270,8 +292,7 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
             runtime_path: str | None = None) -> Profile:
     """Attribute every sample (see the module's docstring) and sum the weights into fractions."""
     library = os.path.realpath(library)
-    rows = raw.pcs.tolist()
-    weights = raw.cpu_ns.tolist()
+    rows, weights, samples, waiting = _stacks(raw)
     # Every library address any sample needs: frame 0 as is, callers' return addresses less one (the call).
     wanted: set[int] = set()
     for row in rows:
@@ -289,12 +310,7 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
     elsewhere: dict[str, float] = defaultdict(float)
     starts = _instruction_starts(mapping.functions)
     total = 0
-    samples = waiting = 0
     for row, weight in zip(rows, weights):
-        if weight <= 0:
-            waiting += 1
-            continue
-        samples += 1
         total += weight
         frames = [(d, raw.locations.get(pc)) for d, pc in enumerate(row) if pc]
         first = next(((d, loc) for d, loc in frames if loc is not None and loc.module == library), None)
@@ -316,7 +332,7 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
                 continue
             at = loc.address - (depth > 0)
             found, named, place = _attribute(chains.get(at, []), source, loc.symbol)
-            if address is None:
+            if address is None or (function == "?" and named != "?"):  # a nameless PLT stub: its caller
                 address, function, where = at, named, place
             if found is not None:
                 line, function, address = found, named, at
@@ -335,8 +351,7 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
 
     inside = sum(by_function.values()) / total
     notes = [mapping.note] if mapping.note else []
-    if raw.dropped:
-        notes.append(f"{raw.dropped} samples past the buffer were counted but not stored")
+    notes += _caveats(raw, samples, inside, share(outside))
     return Profile(name=name, samples=samples, waiting_samples=waiting, threads=len(raw.threads), calls=raw.calls,
                    seconds=raw.wall_ns / 1e9, ns_per_call=raw.ns_per_call,
                    baseline_ns_per_call=raw.baseline_ns_per_call, interval_ns=raw.interval_ns, inside=inside,
@@ -344,6 +359,44 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
                        share(by_instruction).items())), by_function=share(by_function), outside=share(outside),
                    called=share(called), elsewhere=share(elsewhere), mapping=mapping, library=library, label=label,
                    notes=tuple(notes), raw=raw)
+
+
+def _stacks(raw: RawProfile) -> tuple[list, list, int, int]:
+    """The distinct stacks that weigh something and their summed weights (a long profile repeats a few hundred
+    stacks: its million samples are not looped over in Python), the samples of running threads, of waiting ones."""
+    running = raw.cpu_ns > 0
+    pcs = np.ascontiguousarray(raw.pcs[running])
+    if not len(pcs):
+        return [], [], 0, int(len(running))
+    rows, inverse = np.unique(pcs.view(np.dtype((np.void, pcs.dtype.itemsize * pcs.shape[1]))).ravel(),
+                              return_inverse=True)
+    weights = np.bincount(inverse.ravel(), weights=raw.cpu_ns[running], minlength=len(rows))
+    stacks = rows.view(pcs.dtype).reshape(len(rows), pcs.shape[1]).tolist()
+    return stacks, [int(w) for w in weights], int(len(pcs)), int(len(running) - len(pcs))
+
+
+def _caveats(raw: RawProfile, samples: int, inside: float, outside: dict[str, float]) -> list[str]:
+    """What the shares cannot tell on their own (see the module's docstring)."""
+    notes = []
+    if raw.dropped:
+        notes.append(f"{raw.dropped} samples past the buffer were counted but not stored")
+    if raw.buffer_full:
+        notes.append(f"the sample buffer filled after {raw.wall_ns / 1e9:.1f} s, which ended the run")
+    if not samples:
+        notes.append("no sample found a thread running (they all waited): the kernel's time was on threads "
+                     "that were not sampled, or it sleeps rather than computes")
+    elif inside < 0.5 and next(iter(outside), "").startswith(("Python", "aotbench")):  # the call's own cost leads
+        notes.append(f"most of the time is outside the kernel: a call takes {raw.ns_per_call / 1e3:.2f} us in "
+                     "all, and the call's own cost (Python, the outputs' allocation, aotbench's call) outweighs "
+                     "what the kernel does; larger inputs, or more work per call, show the kernel's own lines")
+    sampled = sum(raw.thread_cpu_ns)
+    unsampled = raw.process_cpu_ns - sampled
+    if raw.process_cpu_ns > 0 and unsampled > 0.2 * raw.process_cpu_ns and unsampled > 10_000_000:
+        notes.append(f"the sampled threads used {100 * sampled / raw.process_cpu_ns:.0f}% of the process's CPU "
+                     "time during the run: the rest ran on threads that were not sampled (the process's other "
+                     "Python threads, or threads the kernel starts on every call, which do not exist yet when "
+                     "the threads to sample are chosen; a pool that lives across calls, as OpenMP's, is sampled)")
+    return notes
 
 
 def _attribute(chain: list[_Frame], source: SourceText | None, symbol: str) -> tuple[int | None, str, str]:

@@ -267,3 +267,44 @@ def test_no_privileges_needed(tmp_path, rng):
     assert int(caps, 16) == 0
     samples, line = map(int, result.split())
     assert samples >= 300 and line == HOT_LINE
+
+
+def test_hardware_counter_lines_where_the_machine_has_them():
+    """Where hardware events open (not on this VM): cycles, instructions, IPC and miss rates per call."""
+    from aotbench.tools.profile_extras import CounterReport
+
+    rng = np.random.default_rng()
+    cycles, instructions = float(rng.integers(10**6, 10**7)), float(rng.integers(10**6, 10**7))
+    report = CounterReport({"cycles": cycles, "instructions": instructions, "cache-references": 4000.0,
+                            "cache-misses": 1000.0, "branch-instructions": 2000.0, "branch-misses": 20.0}, 7, True, "")
+    line, = report.lines()
+    assert f"IPC {instructions / cycles:.2f}" in line and "(25.0% of cache-references)" in line
+    assert "(1.0% of branch-instructions)" in line and "(7 calls)" in line
+    missing = CounterReport({"task-clock": 2.5e6, "page-faults": 3.0}, 4, False, "no PMU here")
+    assert missing.lines() == ["hardware counters: none here: no PMU here",
+                               "software counters per call (4 calls): task-clock 2.500 ms, 3.0 page faults"]
+
+
+def test_counters_here_say_why_hardware_is_missing(hot_op, rng):
+    from aotbench.native import perf_events
+
+    x = rng.standard_normal(1 << 12).astype(np.float32)
+    p = hot_op.profile(x, seconds=0.2, min_samples=100, hot_loop=False)
+    support = perf_events.probe()
+    if support.hardware:
+        assert p.counters is not None and p.counters.hardware and p.counters.per_call["instructions"] > 0
+    elif support.software:
+        assert p.counters is not None and f"hardware counters: none here: {support.reason}" in p.text
+        assert 0 < p.counters.per_call["task-clock"]
+    else:
+        assert p.counters is None and support.reason in p.text
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_a_kernel_on_a_real_gpu_is_refused(tmp_path, examples, rng):
+    op = aotbench.Custom(f"{examples / 'add_reduce.cu'}:AddReduce", None, np.float32,
+                         attrs={"axis": 1, "keep_dim": False}, emulate=False)
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    with pytest.raises(ArgumentValueError, match="runs on a GPU.*emulate=True"):
+        op.profile(x, x)

@@ -1,4 +1,5 @@
-// The sampling profiler behind op.profile (included at the end of native/src/runtime.cc; driven by aotbench/run/profiling.py).
+// The sampling profiler behind op.profile (included at the end of native/src/runtime.cc; driven by
+// aotbench/run/profiling.py).
 //
 // No privileges needed: each thread being profiled gets a POSIX timer on CLOCK_MONOTONIC that sends it SIGPROF
 // every interval (SIGEV_THREAD_ID; high-resolution timers, so the rate is not bound to the scheduler tick, 250 Hz
@@ -104,8 +105,9 @@ void SamplerAfterFork() {
 }  // namespace
 
 // Start sampling the threads `tids` (of this process) every interval_ns, into the caller's arrays of `capacity`
-// entries (`pcs`: capacity * aotb_profile_depth()), which must live until aotb_profile_stop. 0 on success; else an errno value (EBUSY: a profile is
-// running; EINVAL: bad arguments; timer_create's or sigaction's errno), and nothing is left running.
+// entries (`pcs`: capacity * aotb_profile_depth()), which must live until aotb_profile_stop. 0 on success; else
+// an errno value (EBUSY: a profile is running; EINVAL: bad arguments; timer_create's or sigaction's errno), and
+// nothing is left running.
 AOTB_EXPORT int aotb_profile_start(const int32_t *tids, int n, int64_t interval_ns, uint64_t *pcs, int32_t *slots,
                                    int64_t *cpu_ns, int64_t capacity) {
   Sampler &s = g_sampler;
