@@ -50,3 +50,22 @@ def test_bench_fused_quick_reports_all_targets(tmp_path):
                         rf"parallel vs one-core \(axis={axis}\): ([\d.]+)x \(target >= 1.7x\) (ok|MISSED)"):
             match = re.search(pattern, out)
             assert match and float(match.group(1)) > 0, (pattern, out)
+
+
+PROFILE = BENCH.parent / "bench_profile.py"
+
+
+@pytest.mark.slow
+def test_bench_profile_quick_prices_the_sampler(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROFILE.parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, str(PROFILE), "--quick"], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, timeout=600, env=env).stdout
+    times = re.search(r"CPU time per call: unsampled ([\d.]+) us; sampled every 1 ms ([\d.]+) us", out)
+    rate = re.search(r"(\d+) samples/s; implied cost per sample: ([\d.]+) us", out)
+    overhead = re.search(r"overhead: ([+-][\d.]+)% \(target < 10%\) (ok|MISSED)", out)
+    hot = re.search(r"hottest line's share: (\d+)% of the samples", out)
+    assert times and rate and overhead and hot, out
+    plain, sampled = float(times.group(1)), float(times.group(2))
+    assert plain > 0 and sampled > 0 and abs(100 * (sampled / plain - 1) - float(overhead.group(1))) < 0.2
+    assert 100 <= int(rate.group(1)) <= 1100 and int(hot.group(1)) > 30
