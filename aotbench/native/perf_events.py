@@ -9,9 +9,7 @@ differs from machine to machine: a VM without a virtual PMU has no hardware coun
 default seccomp profile refuses the system call (``EPERM``), level 3 and above refuse unprivileged use where the
 kernel carries the patch some distributions add (``EACCES``). :func:`probe` finds out once per process and says
 why hardware counters are missing in one line a person can act on; :class:`Counters` leaves out the events that
-do not open and says why in ``missing``, so callers carry on with what the machine has.
-
-:class:`ExecutionCounter` counts the executions of one instruction with a hardware execute breakpoint
+do not open and says why in ``missing``, so callers carry on with what the machine has. :class:`ExecutionCounter` counts the executions of one instruction with a hardware execute breakpoint
 (``PERF_TYPE_BREAKPOINT``, ``HW_BREAKPOINT_X``). Every hit traps into the kernel, a fixed cost per hit that
 :func:`breakpoint_hit_ns` measures (about 17 us on the VM aotbench is developed on): a caller counting a hot loop's
 iterations must budget for it. The system call's number is known for x86_64 and aarch64; elsewhere, and on
@@ -321,7 +319,9 @@ class Counters(_Group):
                     if fd < 0:
                         self.missing[event] = _why(-fd, event, level=level,
                                                    hardware_absent=kind != _TYPE_HARDWARE or not probe().hardware)
-                        _close_all([fd for _, fd in opened])
+                        closed = [fd for _, fd in opened]  # here, and never again by close(): another file's by then
+                        self._fds[:] = [fd for fd in self._fds if fd not in closed]
+                        _close_all(closed)
                         break
                     opened.append((tid, fd))
                     self._fds.append(fd)

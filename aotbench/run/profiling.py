@@ -125,6 +125,12 @@ def _other_python_threads(me: int) -> set[int]:
     return {t.native_id for t in threading.enumerate() if t.native_id is not None and t.native_id != me}
 
 
+def waiting_threshold_ns(interval_ns: int) -> int:
+    """A sample whose thread used less CPU than this since its previous one found it waiting: the signal's own
+    delivery is charged to the thread (about 25 us in this VM), so a waiting thread's weight is never quite 0."""
+    return interval_ns // 4
+
+
 def check_seconds(seconds: object) -> None:
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds) \
             or not 0 < seconds <= 3600:
@@ -190,7 +196,7 @@ def _sample(runtime, call, seconds: float, interval_ns: int, min_samples: int) -
                     full = True
                     break
                 # enough time: enough samples of running threads too?
-                if now >= deadline and (now >= limit or int(np.count_nonzero(cpu[:taken])) >= min_samples):
+                if now >= deadline and (now >= limit or int(np.count_nonzero(cpu[:taken] > waiting_threshold_ns(interval_ns))) >= min_samples):
                     break
                 check_at = now + _CHECK_NS
     finally:

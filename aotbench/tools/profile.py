@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import AotbenchError, AotbenchWarning, ArgumentValueError, SourceChangedError
 from ..native import elf
 from ..run import profiling
-from ..run.profiling import RawProfile
+from ..run.profiling import RawProfile, waiting_threshold_ns
 from .codeview import binaries, inspection
 from .codeview.listing import Function, SourceText
 
@@ -127,11 +127,13 @@ class Profile:
 
 def profile(op, *arrays, seconds: float = 1.0, min_samples: int = profiling.MIN_SAMPLES,
             interval_ms: float = profiling.DEFAULT_INTERVAL_NS / 1e6, counters: bool = True,
-            hot_loop: bool = True) -> Profile:
+            hot_loop: bool | str = True) -> Profile:
     """Run ``op(*arrays)`` again and again for ``seconds`` (longer until ``min_samples`` samples are in) while
     every thread running it is sampled every ``interval_ms``; see :class:`Profile`. No privileges are needed.
     ``counters``: hardware counters per call where the machine allows them (else a one-line reason);
-    ``hot_loop``: the hottest loop's predicted speed (llvm-mca) beside the measured one."""
+    ``hot_loop``: the hottest loop's predicted speed (llvm-mca) beside the measured time in it; ``"count"``
+    also counts its iterations with a hardware execute breakpoint, when that is cheap enough (opt-in: see
+    :func:`aotbench.tools.hotloop.measure_iterations`)."""
     _check_profilable(op)
     if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
         raise ArgumentValueError(f"min_samples={min_samples!r}: give a positive int (the default is "
@@ -147,6 +149,9 @@ def profile(op, *arrays, seconds: float = 1.0, min_samples: int = profiling.MIN_
     result = analyse(op.name, raw, str(op.library.path), mapping, runtime_path=str(op.kernel.runtime.path),
                      label="the emulator's CPU time" if getattr(op, "emulated", False) else "")
     extras = {}
+    if hot_loop not in (True, False, "count"):
+        raise ArgumentValueError(f"hot_loop={hot_loop!r}: True (find and predict the hottest loop), False, or "
+                                 "\"count\" (also count its iterations with a hardware breakpoint)")
     if counters or hot_loop:
         from .profile_extras import add_extras
         extras = add_extras(op, arrays, result, counters=counters, hot_loop=hot_loop)
@@ -364,7 +369,7 @@ def analyse(name: str, raw: RawProfile, library: str, mapping: Mapping, *, label
 def _stacks(raw: RawProfile) -> tuple[list, list, int, int]:
     """The distinct stacks that weigh something and their summed weights (a long profile repeats a few hundred
     stacks: its million samples are not looped over in Python), the samples of running threads, of waiting ones."""
-    running = raw.cpu_ns > 0
+    running = raw.cpu_ns > waiting_threshold_ns(raw.interval_ns)
     pcs = np.ascontiguousarray(raw.pcs[running])
     if not len(pcs):
         return [], [], 0, int(len(running))

@@ -308,3 +308,28 @@ def test_a_kernel_on_a_real_gpu_is_refused(tmp_path, examples, rng):
     x = rng.standard_normal((8, 8)).astype(np.float32)
     with pytest.raises(ArgumentValueError, match="runs on a GPU.*emulate=True"):
         op.profile(x, x)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core")
+def test_a_waiting_thread_is_told_apart_from_a_running_one(tmp_path, rng):
+    """An OpenMP worker that sleeps between short parallel regions (OMP_WAIT_POLICY=passive) is sampled while
+    it waits: those samples carry only the signal's own cost and count as waiting, not as time."""
+    source = tmp_path / "mostly_serial.cc"
+    source.write_text(OPENMP_KERNEL.replace("#pragma omp parallel for schedule(static)",
+                                            "float serial = 0; for (int64_t i = 0; i < 800 * n; ++i) serial += "
+                                            "static_cast<float>(i % 7) * 1e-9f; y[0] = serial;\n"
+                                            "#pragma omp parallel for schedule(static)"))
+    script = textwrap.dedent(f"""
+        import numpy as np, aotbench
+        op = aotbench.Custom({str(source) + ':CustomKernel'!r}, lambda s: s, np.float32, flags=["-O1", "-fopenmp"])
+        x = np.random.default_rng({int(rng.integers(1 << 30))}).standard_normal(1 << 12).astype(np.float32)
+        p = op.profile(x, seconds=0.5, min_samples=200, counters=False, hot_loop=False)
+        print(p.threads, p.samples, p.waiting_samples)
+    """)
+    env = {**os.environ, "OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    threads, samples, waiting = map(int, out.stdout.split())
+    if threads < 2:
+        pytest.skip("the worker used too little CPU to be sampled")
+    assert waiting > 0.2 * samples

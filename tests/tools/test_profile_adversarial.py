@@ -368,12 +368,12 @@ def test_analyse_weighs_grouped_stacks_exactly():
     locations = {0x1000: Location(lib, 0x10, "K"), 0x1008: Location(lib, 0x18, "K"),
                  0x2000: Location(python, 0x20, "PyEval"), 0x3000: Location("/usr/lib/libm.so.6", 0x30, "sin")}
     rows = [[0x1000, 0x2000], [0x1008, 0x2000], [0x1000, 0x2000], [0x2000, 0], [0x3000, 0x1008], [0x1000, 0x2000]]
-    weights = [100, 200, 300, 400, 500, 0]
+    weights = [100, 200, 300, 400, 500, 20]  # the last: a waiting thread, charged only the signal's delivery
     pcs = np.zeros((len(rows), 8), np.uint64)
     for i, row in enumerate(rows):
         pcs[i, : len(row)] = row
     raw = RawProfile(pcs, np.zeros(len(rows), np.int32), np.asarray(weights, np.int64), (1,), locations, calls=3,
-                     wall_ns=10**6, interval_ns=10**6, baseline_ns_per_call=1.0)
+                     wall_ns=10**6, interval_ns=300, baseline_ns_per_call=1.0)  # waiting: under 300 // 4
     p = profile_tool.analyse("K", raw, lib, profile_tool.Mapping(None, None))
     total = 1500
     assert p.samples == 5 and p.waiting_samples == 1

@@ -8,7 +8,7 @@
 // unwind tables without a lock through _dl_find_object on glibc >= 2.35), and the CPU time the thread used since
 // its previous sample up to the end of that sample's handler (the handler's own cost is not the program's): a
 // thread that was waiting (an OpenMP worker between parallel regions) is sampled too, but its samples weigh only
-// what delivering the signal cost it (~10 us here). Python maps the counters to modules, functions and source
+// what delivering the signal cost it (~25 us here). Python maps the counters to modules, functions and source
 // lines afterwards; nothing in the handler allocates or locks (clock_gettime and backtrace only).
 //
 // One profile at a time per process (Python holds a lock). The handler, once installed, stays: a timer's last

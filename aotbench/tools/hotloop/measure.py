@@ -85,7 +85,8 @@ class Measured:
     @property
     def text(self) -> str:
         """One line: the measured time per iteration, or why the iterations were not counted."""
-        per_call = f"{_ns(self.time_per_call_ns)} per call, {_ns(self.loop_ns_per_call)} of it in the loop"
+        per_call = (f"{_ns(self.time_per_call_ns)} of CPU time per call (all its threads), "
+                    f"{_ns(self.loop_ns_per_call)} of it in the loop")
         if self.iterations_per_call is None:
             return f"Measured: {per_call}; iterations not counted ({self.reason})"
         cycles = (f" = {self.cycles_per_iteration:.2f} cycles at {self.clock.mhz:.0f} MHz ({self.clock.source})"
