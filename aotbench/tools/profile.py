@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sysconfig
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,7 +289,8 @@ def _category(module: str, runtime_path: str | None) -> str:
         return "aotbench's native call (runtime)"
     if base.startswith(_OPENMP_MODULES):
         return "OpenMP runtime (threads waiting for work or for each other)"
-    if base.startswith(_PYTHON_MODULES) or base.endswith((".cpython-311-x86_64-linux-gnu.so", ".abi3.so")):
+    extension = sysconfig.get_config_var("EXT_SUFFIX") or ".so"  # numpy's and ctypes' modules
+    if base.startswith(_PYTHON_MODULES) or base.endswith((extension, ".abi3.so")):
         return "Python, numpy and ctypes (the call's wrapper, the outputs' allocation)"
     return base
 
@@ -431,7 +433,8 @@ def _instruction_starts(functions: tuple[Function, ...]) -> list[int]:
 
 
 def _instruction_at(starts: list[int], address: int) -> int | None:
-    """The start of the instruction that holds ``address`` (a return address less one is inside the call)."""
+    """The start of the instruction that holds ``address`` (a return address less one is inside the call); None
+    when no listed instruction can (x86's longest is 15 bytes): a function the listing leaves out."""
     import bisect
     i = bisect.bisect_right(starts, address) - 1
-    return starts[i] if i >= 0 else None
+    return starts[i] if i >= 0 and address - starts[i] < 15 else None

@@ -160,8 +160,9 @@ AOTB_EXPORT int aotb_profile_start(const int32_t *tids, int n, int64_t interval_
     spec.it_value.tv_nsec = first % 1000000000;
     if (timer_settime(s.timers[i], 0, &spec, nullptr) != 0) {
       const int err = errno;
-      __atomic_store_n(&s.active, 0, __ATOMIC_RELEASE);
       DeleteTimers(n);
+      __atomic_store_n(&s.active, 0, __ATOMIC_SEQ_CST);
+      while (__atomic_load_n(&s.inflight, __ATOMIC_SEQ_CST) != 0) sched_yield();  // as aotb_profile_stop
       return err;
     }
   }
