@@ -28,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 VM_REASON = "this machine exposes no hardware counters (a VM without a virtual PMU)"
 MIB = 1 << 20
 
+# Hardware breakpoints armed in-process ended CI's test process with a stray SIGTRAP (a VM's debug registers):
+# these tests run only where asked for.
+BREAKPOINT_TESTS = os.environ.get("AOTBENCH_BREAKPOINTS") == "1"
+pytestmark = pytest.mark.skipif(not BREAKPOINT_TESTS, reason="AOTBENCH_BREAKPOINTS=1 runs the perf_event tests")
+
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))

@@ -488,6 +488,8 @@ def test_the_budget_decides_whether_iterations_are_counted(monkeypatch, rng):
 
 
 @pytest.mark.slow  # builds kernels
+@pytest.mark.skipif(os.environ.get("AOTBENCH_BREAKPOINTS") != "1", reason="hardware breakpoints armed in-process: a "
+                    "stray SIGTRAP ended the test process in CI's VM; AOTBENCH_BREAKPOINTS=1 runs it")
 def test_a_breakpoint_on_the_branch_counts_the_iterations(source, rng):
     if not perf_events.probe().breakpoints:
         pytest.skip(f"execute breakpoints do not open here: {perf_events.probe().breakpoint_reason}")
