@@ -19,7 +19,7 @@ import os
 import subprocess
 import sysconfig
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -156,7 +156,7 @@ def profile(op, *arrays, seconds: float = 1.0, min_samples: int = profiling.MIN_
     if counters or hot_loop:
         from .profile_extras import add_extras
         extras = add_extras(op, arrays, result, counters=counters, hot_loop=hot_loop)
-    return _replace(result, **extras) if extras else result
+    return replace(result, **extras) if extras else result
 
 
 def profiled_call(op, call, args: tuple):
@@ -183,11 +183,6 @@ def profiled_call(op, call, args: tuple):
         else:
             print(found.text)
     return outputs
-
-
-def _replace(p: Profile, **changes) -> Profile:
-    from dataclasses import replace
-    return replace(p, **changes)
 
 
 def _isolated(op) -> bool:
