@@ -22,6 +22,7 @@ from .tools.sweeping import Sweep
 
 MAX_SCATTER_POINTS = 2000
 LABEL_WIDTH = 14  # characters per line of a bar's label
+MAX_INDEX_TICKS = 10  # per axis of an image of a 2-D array
 TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
 
 
@@ -89,13 +90,13 @@ def timings(data: Any, ax: Any = None, title: str | None = None):
     ax.errorbar(x, medians, yerr=np.vstack([below, above]), fmt="none", ecolor="black", capsize=4,
                 label="IQR (q1..q3)")
     ax.set_xticks(x, [textwrap.fill(label, LABEL_WIDTH) for label, _ in pairs])  # long labels wrap, not overlap
-    for xi, t in zip(x, medians):
-        ax.annotate(format_ns(t * scale), (xi, t), xytext=(0, 3), textcoords="offset points", ha="center",
+    for xi, t, top in zip(x, medians, medians + above):  # the median's value above its whisker, clear of it
+        ax.annotate(format_ns(t * scale), (xi, top), xytext=(0, 3), textcoords="offset points", ha="center",
                     va="bottom", fontsize="small")
     if isinstance(data, Comparison) and data.rooflines:
         _roofline_marks(ax, data, scale)
     ax.set_ylabel(f"time per call ({unit})")
-    ax.margins(y=0.12)  # room above the tallest bar for its value
+    ax.margins(y=0.12)  # room above the tallest whisker for its bar's value
     ax.set_title(title if title is not None else "median time per call, whiskers: IQR")
     return fig
 
@@ -249,12 +250,25 @@ def error_heatmap(output: Any, reference: Any, ax: Any = None):
     fig, ax = _figure_and_axes(ax, (6.0, 4.8))
     image = ax.imshow(np.ma.masked_invalid(diff), aspect="auto", interpolation="nearest", cmap="viridis")
     fig.colorbar(image, ax=ax, label="|output - reference|")
+    index_ticks(ax, *diff.shape)
     infinite = int(np.count_nonzero(~np.isfinite(diff)))
     blank = f", {infinite} NaN/inf left blank" if infinite else ""
     ax.set_title(f"max |output - reference| = {err.max_abs:.3g}{blank}")
     ax.set_xlabel("column")
     ax.set_ylabel("row")
     return fig
+
+
+def index_ticks(ax: Any, rows: int, cols: int, most: int = MAX_INDEX_TICKS) -> None:
+    """Ticks on an image of a ``rows`` x ``cols`` array at whole row and column indices only, labelled with
+    them (matplotlib's own ticks put -0.4 ... 0.4 beside a single row): every 1, 2, 5, 10, 20 ... indices, the
+    smallest step that gives at most ``most`` ticks."""
+    for axis, n in ((ax.yaxis, rows), (ax.xaxis, cols)):
+        step = 1
+        while -(-n // step) > most:
+            step = next(s * 10 ** k for k in range(20) for s in (1, 2, 5) if s * 10 ** k > step)
+        ticks = list(range(0, max(n, 1), step))
+        axis.set_ticks(ticks, [str(t) for t in ticks])
 
 
 def values(output: Any, ax: Any = None):
@@ -269,6 +283,7 @@ def values(output: Any, ax: Any = None):
     if data.ndim == 2:
         image = ax.imshow(np.ma.masked_invalid(data), aspect="auto", interpolation="nearest", cmap="viridis")
         fig.colorbar(image, ax=ax, label="value")
+        index_ticks(ax, *data.shape)
         ax.set_xlabel("column")
         ax.set_ylabel("row")
     else:
@@ -294,5 +309,5 @@ def to_png(fig: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-__all__ = ["error_heatmap", "fixed_figure", "output_vs_reference", "roofline_label", "scaling", "time_unit", "timings",
-           "to_png", "values"]
+__all__ = ["error_heatmap", "fixed_figure", "index_ticks", "output_vs_reference", "roofline_label", "scaling",
+           "time_unit", "timings", "to_png", "values"]

@@ -1,4 +1,5 @@
-"""What a user pastes into a bug report: versions, compilers, GPU, optional packages and the build cache.
+"""What a user pastes into a bug report: versions, compilers, CUDA's binary tools, GPU, optional packages and the
+build cache.
 
 ``report()`` only looks: it runs each tool with an argv list and a timeout, reads package versions from their
 installed metadata (IPython, ipywidgets, matplotlib and cupy are never imported), never creates the cache
@@ -24,8 +25,16 @@ from .._version import __version__
 from ..build import cache, nvcc, toolchain
 from ..run.memory import size_text
 from ..errors import ToolchainNotFoundError
+from ..tools.codeview import binaries
 
 NOT_INSTALLED = "not installed"
+#: What needs each CUDA binary tool and how to get it, for the doctor's "not found" line.
+CUDA_TOOL_HINTS = {
+    "cuobjdump": ("op.disassemble() on CUDA ops needs it; pip install '.[nvcc]' or '.[notebook]' in the clone "
+                  "(they bring nvidia-cuda-cuobjdump), or install the CUDA toolkit"),
+    "nvdisasm": ("op.disassemble() on CUDA ops needs it; pip install '.[nvcc]' or '.[notebook]' in the clone "
+                 "(they bring nvidia-cuda-nvdisasm), or install the CUDA toolkit"),
+}
 
 @dataclass(frozen=True)
 class Report:
@@ -43,6 +52,12 @@ class Report:
     nvcc_path: str | None
     nvcc_source: str | None  # where it was found: PATH, CUDA_HOME, CUDA_PATH, pip (site-packages) or /usr/local/cuda
     nvcc_version: str
+    cuobjdump_path: str | None  # None: not found (looked for where op.disassemble() looks)
+    cuobjdump_source: str | None  # PATH, CUDA_HOME, CUDA_PATH, pip (site-packages), beside nvcc or /usr/local/cuda
+    cuobjdump_version: str  # the "release" line of ``--version``, or why there is none and how to get it
+    nvdisasm_path: str | None
+    nvdisasm_source: str | None
+    nvdisasm_version: str
     gpu: str  # ``nvidia-smi -L`` lines, or why there are none
     cupy: str  # "<distribution> <version>" (cupy, cupy-cuda12x, ...) or "not installed"
     ipython: str
@@ -59,8 +74,7 @@ class Report:
 
     def __str__(self) -> str:
         gxx = f"{self.gxx_version} ({self.gxx_path})" if self.gxx_path else self.gxx_version
-        nvcc = (f"{self.nvcc_version} ({self.nvcc_path}, from {self.nvcc_source})" if self.nvcc_path
-                else self.nvcc_version)
+        nvcc = _located(self.nvcc_version, self.nvcc_path, self.nvcc_source)
         if self.cache_exists:
             cache_line = (f"{self.cache_dir} ({size_text(self.cache_size_bytes)}, {self.cache_size_bytes} bytes; "
                           f"{self.cache_libraries} libraries)")
@@ -74,6 +88,8 @@ class Report:
             ("ml_dtypes", self.ml_dtypes),
             ("g++", gxx),
             ("nvcc", nvcc),
+            ("cuobjdump", _located(self.cuobjdump_version, self.cuobjdump_path, self.cuobjdump_source)),
+            ("nvdisasm", _located(self.nvdisasm_version, self.nvdisasm_path, self.nvdisasm_source)),
             ("gpu", self.gpu),
             ("cupy", self.cupy),
             ("ipython", self.ipython),
@@ -91,10 +107,16 @@ class Report:
         return "\n".join(lines)
 
 
+def _located(version: str, path: str | None, source: str | None) -> str:
+    return f"{version} ({path}, from {source})" if path else version
+
+
 def report(cache_dir: str | os.PathLike | None = None, *, timeout_s: float = 20.0) -> Report:
     """Look at the environment (each external tool gets ``timeout_s`` seconds) and return a :class:`Report`."""
     gxx_path, gxx_version = _guarded(_gxx, lambda why: (None, why), timeout_s)
     nvcc_path, nvcc_source, nvcc_version = _guarded(_nvcc, lambda why: (None, None, why), timeout_s)
+    cuobjdump = _guarded(_cuda_tool, lambda why: (None, None, why), "cuobjdump", timeout_s)
+    nvdisasm = _guarded(_cuda_tool, lambda why: (None, None, why), "nvdisasm", timeout_s)
     try:
         root = Path(cache_dir).expanduser() if cache_dir is not None else cache.default_cache_dir()
     except RuntimeError:  # "~user" that does not expand: report the path as written
@@ -113,6 +135,12 @@ def report(cache_dir: str | os.PathLike | None = None, *, timeout_s: float = 20.
         nvcc_path=nvcc_path,
         nvcc_source=nvcc_source,
         nvcc_version=nvcc_version,
+        cuobjdump_path=cuobjdump[0],
+        cuobjdump_source=cuobjdump[1],
+        cuobjdump_version=cuobjdump[2],
+        nvdisasm_path=nvdisasm[0],
+        nvdisasm_source=nvdisasm[1],
+        nvdisasm_version=nvdisasm[2],
         gpu=_guarded(_gpu, lambda why: why, timeout_s),
         cupy=_cupy(),
         ipython=_dist_version("ipython"),
@@ -172,13 +200,41 @@ def _nvcc(timeout_s: float) -> tuple[str | None, str | None, str]:
             usable = False
         if not usable:
             continue
-        ok, text = _run([str(path), "--version"], timeout_s)
-        if not ok:
-            return str(path), source, f"broken: {text}"
-        release = next((line.strip() for line in text.splitlines() if "release" in line), "")
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return str(path), source, release or (lines[-1] if lines else "unknown (no output from --version)")
+        return str(path), source, _cuda_version(path, timeout_s)
     return None, None, f"not found: {nvcc.NVCC_HINT}"
+
+
+def _cuda_tool(tool: str, timeout_s: float) -> tuple[str | None, str | None, str]:
+    """``cuobjdump`` or ``nvdisasm`` where op.disassemble() finds it (:func:`binaries.find`): path, source, version."""
+    try:
+        path = Path(binaries.find(tool))
+    except ToolchainNotFoundError:
+        return None, None, f"not found: {CUDA_TOOL_HINTS[tool]}"
+    return str(path), _cuda_tool_source(tool, path), _cuda_version(path, timeout_s)
+
+
+def _cuda_tool_source(tool: str, path: Path) -> str:
+    """Which of :func:`binaries.cuda_tool_candidates`' places ``path`` is, in the words nvcc's source uses."""
+    if str(path) == shutil.which(tool):
+        return "PATH"
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var) and path == Path(os.environ[var]) / "bin" / tool:
+            return var
+    if any(entry and path.parts[:-4] == Path(entry).parts and path.parts[-4] == "nvidia" for entry in sys.path):
+        return "pip (site-packages)"
+    if path.parent == Path("/usr/local/cuda/bin"):
+        return "/usr/local/cuda"
+    return "beside nvcc"
+
+
+def _cuda_version(path: Path, timeout_s: float) -> str:
+    """The ``release`` line of a CUDA tool's ``--version`` (nvcc, cuobjdump and nvdisasm print the same block)."""
+    ok, text = _run([str(path), "--version"], timeout_s)
+    if not ok:
+        return f"broken: {text}"
+    release = next((line.strip() for line in text.splitlines() if "release" in line), "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return release or (lines[-1] if lines else "unknown (no output from --version)")
 
 
 def _gpu(timeout_s: float) -> str:

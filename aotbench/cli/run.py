@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -44,6 +45,9 @@ def run(argv: list[str]) -> int:
     if script is not None and not os.path.exists(script):
         print(f"python -m aotbench run: can't open file {script!r}: no such file", file=sys.stderr)
         return 2
+    if module is not None and not _importable(module):
+        print(f"python -m aotbench run: {_missing(module)}", file=sys.stderr)
+        return 2
     from ..mindspore.importer import activate
 
     print("aotbench run: `import mindspore` is aotbench's stand-in in this run (aot Custom ops only)",
@@ -54,6 +58,32 @@ def run(argv: list[str]) -> int:
             return _run(script, module, rest)
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path  # as they were, for a caller in this process
+
+
+#: Modules a user runs with ``run -m`` that come from PyPI under the same name: a missing one is named with its fix.
+INSTALLABLE = ("pytest",)
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module``'s top-level package is found, looking where ``python -m`` would (the current folder
+    first). Only found, not imported: an ImportError inside a module that exists is the module's own to show."""
+    top = module.split(".")[0]
+    saved = sys.path[:]
+    sys.path[0:1] = [os.getcwd()]
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        sys.path[:] = saved
+
+
+def _missing(module: str) -> str:
+    top = module.split(".")[0]
+    if top in INSTALLABLE:
+        return f"{top} is not installed in this environment: pip install {top}"
+    return (f"no module named {top!r} (looked for in the current folder and this environment, as python -m does); "
+            "check its name, or install it")
 
 
 def _run(script: str | None, module: str | None, rest: list[str]) -> int:

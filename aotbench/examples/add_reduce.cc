@@ -28,9 +28,12 @@ extern "C" int CustomKernelInit(int *ndims, int64_t **shapes, const char **dtype
 }
 
 extern "C" std::vector<int64_t> CustomKernelInferShape(int *ndims, int64_t **shapes, AotExtra *extra) {
-  if (shapes[0][0] == -2) return {-2};  // unknown rank in, unknown rank out
+  if (ndims[0] >= 1 && shapes[0][0] == -2) return {-2};  // unknown rank in, unknown rank out
   int64_t axis = extra->Attr<int64_t>("axis");
   bool keep_dim = extra->Attr<bool>("keep_dim");
+  // A rank or axis the kernel refuses still gets a shape (read within bounds: shapes[0][1 - axis] would read
+  // past the shape for axis -1, -2 or 2), so that the kernel's own check reports it with its error code.
+  if (ndims[0] != 2 || (axis != 0 && axis != 1)) return {1};
   if (keep_dim) return axis == 0 ? std::vector<int64_t>{1, shapes[0][1]} : std::vector<int64_t>{shapes[0][0], 1};
   return {shapes[0][1 - axis]};
 }

@@ -3,7 +3,8 @@
 Python ``bool`` -> ``bool``, ``int`` -> ``int64_t``, ``float`` -> ``float``, ``str`` -> ``std::string``,
 a list/tuple of ints -> ``std::vector<int64_t>``, of floats -> ``std::vector<float>``, a list of such lists
 (ragged allowed) -> the 2-D forms. An empty list reads as any list kind, a list of empty lists as either 2-D
-kind. numpy scalars and arrays are accepted by their Python equivalents. Strings and names must be encodable
+kind. numpy scalars and arrays are accepted by their Python equivalents, and so are other libraries' arrays and
+scalars that speak DLPack (a 0-d JAX array or torch tensor is its number). Strings and names must be encodable
 as UTF-8 (no lone surrogates).
 """
 
@@ -17,6 +18,7 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import AttrError
+from . import dlpack
 
 _INT64 = (-(2**63), 2**63 - 1)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -85,6 +87,8 @@ def typed(name: str, value: object) -> TypedAttr:
         value = value.tolist()
     elif isinstance(value, np.generic):
         value = value.item()
+    elif hasattr(value, "__dlpack__") and not isinstance(value, (bool, int, float, str, list, tuple)):
+        value = _foreign(name, value)
     if isinstance(value, bool):
         return TypedAttr(name, AttrKind.BOOL, value)
     if isinstance(value, int):
@@ -106,6 +110,19 @@ def typed(name: str, value: object) -> TypedAttr:
     raise AttrError(
         f"attribute {name!r} has a value of type {type(value).__name__}; an attribute must be a bool, int, float, "
         "str, a list of ints or floats, or a list of such lists", name=name)
+
+
+def _foreign(name: str, value: object) -> object:
+    """Another library's array or scalar (a 0-d JAX array, a torch tensor ...) as Python values: read through
+    DLPack from host memory, or with the library's own ``tolist()`` from a device's."""
+    try:
+        device = value.__dlpack_device__()  # type: ignore[attr-defined]
+        if int(device[0]) in dlpack.HOST_ACCESSIBLE:
+            return dlpack.to_numpy(value).tolist()
+        return value.tolist()  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - whatever the library raised
+        raise AttrError(f"attribute {name!r}: its value, a {type(value).__name__}, could not be read ({exc}); pass a "
+                        "Python number, str or list", name=name) from exc
 
 
 def _int(name: str, v: int) -> int:

@@ -1,17 +1,25 @@
-"""Text and HTML renderings of ops and compile errors, as plain strings.
+"""Text and HTML renderings of ops, compile errors and aotbench's warnings, as plain strings.
 
 No UI library is imported here: IPython calls ``Op._repr_html_`` and ``CompileError._render_traceback_``,
-which delegate to these functions.
+which delegate to these functions. Under IPython, an aotbench warning raised from a cell's line is written as
+``Cell In[5], line 3: ContractWarning: ...`` (as IPython names the cell in a traceback) instead of Python's
+``/tmp/ipykernel_1234/2745139043.py:3: ContractWarning: ...``: :func:`install_warning_format` wraps
+:func:`warnings.formatwarning` for that, and leaves every other warning, and every warning outside IPython (a
+plain script), in Python's standard form.
 """
 
 from __future__ import annotations
 
+import ast
 import html
+import linecache
+import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from ..spec import rules
 from ..build.diagnostics import Diagnostic
-from ..errors import CompileError
+from ..errors import AotbenchWarning, CompileError
 
 if TYPE_CHECKING:
     from ..op.op import Op
@@ -112,3 +120,57 @@ def compile_error_html(err: CompileError) -> str:
             f"<b>Compile failed</b>: {errors} error{'s' * (errors != 1)}{''.join(items)}"
             f"<details><summary>complete compiler output</summary><pre>{html.escape(err.log)}</pre>"
             f"<pre>{html.escape(' '.join(err.argv))}</pre></details></div>")
+
+
+def cell_warning_text(message, category, filename: str, lineno: int, line: str | None = None) -> str | None:
+    """An aotbench warning raised from an IPython cell, named by the cell (``Cell In[5], line 3: ...``) with the
+    cell's line under it; None for any other warning, or where IPython does not know the file as a cell."""
+    if not (isinstance(category, type) and issubclass(category, AotbenchWarning)):
+        return None
+    from .tracebacks import _cell_label  # imported here: tracebacks imports this module
+
+    label = _cell_label(filename)
+    if label is None:
+        return None
+    text = f"{label}, line {lineno}: {category.__name__}: {message}\n"
+    source = _as_typed(linecache.getline(filename, lineno) if line is None else line)
+    return text + (f"  {source.strip()}\n" if source.strip() else "")
+
+
+def _as_typed(source: str) -> str:
+    """A cell's line as the user typed it: IPython compiles ``%%aot_kernel gpu ...`` (or ``%magic ...``) into
+    ``get_ipython().run_cell_magic('aot_kernel', 'gpu ...', '<the whole body>')``, which is shown as the magic's
+    line instead."""
+    stripped = source.strip()
+    for call, prefix in (("get_ipython().run_cell_magic(", "%%"), ("get_ipython().run_line_magic(", "%")):
+        if stripped.startswith(call):
+            try:
+                args = ast.literal_eval(stripped[len(call) - 1:].rstrip())
+                return f"{prefix}{args[0]} {args[1]}".rstrip()
+            except (ValueError, SyntaxError, TypeError, IndexError):
+                return source
+    return source
+
+
+def install_warning_format() -> None:
+    """Make :func:`warnings.formatwarning` write aotbench's warnings from cells by :func:`cell_warning_text`,
+    delegating everything else to the function it replaces (idempotent)."""
+    previous = warnings.formatwarning
+    if getattr(previous, "aotbench_cells", False):
+        return
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        return (cell_warning_text(message, category, filename, lineno, line)
+                or previous(message, category, filename, lineno, line))
+
+    formatwarning.aotbench_cells = True
+    warnings.formatwarning = formatwarning
+
+
+def _under_ipython() -> bool:
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and ipython.get_ipython() is not None
+
+
+if _under_ipython():  # imported in a notebook or IPython (``import aotbench``); %load_ext aotbench installs it too
+    install_warning_format()

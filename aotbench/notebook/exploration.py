@@ -7,7 +7,9 @@ usable) without ipywidgets:
   dim shared by every input that names it, an int = fixed) against the example inputs;
 * :func:`concrete_shapes` turns the chosen dim values back into one shape per input;
 * :func:`random_inputs` draws fresh inputs of those shapes with the examples' dtypes;
-* :func:`call_reference` calls a reference with the current values of the attributes it names.
+* :func:`call_reference` calls a reference with the current values of the attributes it names;
+* :func:`speed_words` says how the op's time compares with the reference's, in words;
+* :func:`panel_name` names the op as the user knows it (the variable it is bound to) beside its kernel's name.
 
 The verdict against the reference is :func:`aotbench.tools.accuracy.agreement`, shared with ``compare`` and ``sweep``.
 """
@@ -15,6 +17,7 @@ The verdict against the reference is :func:`aotbench.tools.accuracy.agreement`, 
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,3 +135,32 @@ def call_reference(reference: Callable, inputs: tuple, attrs: dict[str, Any]):
 
 
 __all__ = ["Dim", "attrs_for_reference", "call_reference", "concrete_shapes", "parse_dynamic", "random_inputs"]
+
+
+def speed_words(op_q1_ns: float, op_median_ns: float, op_q3_ns: float, ref_q1_ns: float, ref_median_ns: float,
+                ref_q3_ns: float) -> str:
+    """The op's speed against the reference's: "3.4x slower than the reference", "2.1x faster than the
+    reference", or "as fast as the reference (within noise)" when the middle halves of the two sets of samples
+    (first to third quartile) overlap, so the medians' order is not to be trusted."""
+    if op_q1_ns <= ref_q3_ns and ref_q1_ns <= op_q3_ns:
+        return "as fast as the reference (within noise)"
+    if op_median_ns > ref_median_ns:
+        return f"{_times(op_median_ns / ref_median_ns)} slower than the reference"
+    return f"{_times(ref_median_ns / op_median_ns)} faster than the reference"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.3g}x" if ratio < 100 else f"{ratio:.0f}x"
+
+
+def panel_name(op) -> str:
+    """The op's name for a panel's title: ``op.name`` (its kernel function, as the op's repr and errors name it),
+    preceded by the variable the user bound it to in IPython when that differs (``add_reduce (CustomKernel)``
+    for ``%%aot_kernel --name add_reduce`` on a cell defining ``CustomKernel``)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    namespace = getattr(shell, "user_ns", None) or {}
+    bound = sorted(k for k, v in list(namespace.items()) if v is op and not k.startswith("_"))
+    if not bound or op.name in bound:
+        return op.name
+    return f"{bound[0]} ({op.name})"

@@ -47,7 +47,7 @@ def parse_attr(text: str) -> tuple[str, object]:
 class AotMagics(Magics):
     """The aotbench IPython magics."""
 
-    @magic_arguments()
+    @magic_arguments("%aot_kernel")  # IPython writes the usage as "%" + this name: a cell magic needs two
     @argument("target", choices=["cpu", "gpu"], help="build for the CPU (g++) or the GPU (nvcc)")
     @argument("--attr", action="append", default=[], metavar="NAME=VALUE",
               help="an attribute, VALUE a Python literal (repeatable): --attr axis=1 --attr keep_dim=False")
@@ -209,5 +209,9 @@ def _in_notebook(shell) -> bool:
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext aotbench``: register the magics (nothing else happens)."""
+    """``%load_ext aotbench``: register the magics, and write aotbench's warnings from cells by the cell's name
+    (:func:`aotbench.notebook.display.install_warning_format`)."""
+    from .display import install_warning_format
+
+    install_warning_format()
     ipython.register_magics(AotMagics)

@@ -27,7 +27,7 @@ import numpy as np
 try:
     import ipywidgets as W
 except ImportError as exc:  # pragma: no cover - exercised only without the notebook extra
-    raise ImportError("op.explore needs ipywidgets: pip install 'aotbench[notebook]'") from exc
+    raise ImportError("op.explore needs ipywidgets: pip install '.[notebook]' in aotbench's clone") from exc
 
 from .. import plots
 from ..native.attrs import AttrKind, TypedAttr
@@ -128,6 +128,7 @@ class ExplorePanel(W.VBox):
             raise ArgumentTypeError("explore needs example inputs, one array per input (their ranks and dtypes shape "
                                     "the controls): op.explore(x, y, ...)")
         self.op = op
+        self._name = exploration.panel_name(op)  # as the user knows it: add_reduce (CustomKernel)
         self.examples = tuple(accuracy.to_host(e) for e in examples)  # host copies (a gpu op gets device ones)
         self.reference = reference
         self.budget_ms = budget_ms
@@ -231,7 +232,7 @@ class ExplorePanel(W.VBox):
     def _snapshot_text(self) -> str:
         controls = ", ".join([*self.controls, *self.dims]) or "none"
         compared = "PASS/FAIL against the reference" if self.reference is not None else "the output"
-        return (f"op.explore panel of {self.op.name} [{_target(self.op)}]: controls for {controls}; it shows the "
+        return (f"op.explore panel of {self._name} [{_target(self.op)}]: controls for {controls}; it shows the "
                 f"output shape InferShape gives, {compared}, timings and a plot. Run the cell for the live "
                 f"panel.\nwhen shown: {self.summary()}")
 
@@ -358,8 +359,10 @@ class ExplorePanel(W.VBox):
             result["reference_timing"] = ref_timing = bench(  # the inputs as arguments: device ones time on the GPU
                 lambda *xs: reference(*xs, **ref_kwargs), *inputs, budget_ms=self.budget_ms,
                 min_samples=PANEL_MIN_SAMPLES)
+            speed = exploration.speed_words(timing.q1_ns, timing.median_ns, timing.q3_ns, ref_timing.q1_ns,
+                                            ref_timing.median_ns, ref_timing.q3_ns)
             text += (f"<br><b>reference</b> {format_ns(ref_timing.median_ns)} (IQR "
-                     f"{format_ns(ref_timing.iqr_ns)}) · op is {ref_timing.median_ns / timing.median_ns:.2g}x")
+                     f"{format_ns(ref_timing.iqr_ns)}) · op is {speed}")
         self.timing.value = f"<div style='margin-left:2em'>{text}</div>"
 
     @staticmethod
@@ -396,7 +399,7 @@ class ExplorePanel(W.VBox):
     def _show_title(self, note: str = "") -> None:
         op = self.op
         built = op.artifact.path.name if op.artifact else str(op.library.path)
-        self.title.value = (f"<b>{html.escape(op.name)}</b> <small>[{_target(op)}] {html.escape(built)}"
+        self.title.value = (f"<b>{html.escape(self._name)}</b> <small>[{_target(op)}] {html.escape(built)}"
                             f"</small>{note}")
 
     def _reloaded(self, op) -> None:

@@ -2,8 +2,9 @@
 
 An emulated op's library is a host library (built by :mod:`aotbench.build.emulator_build`) whose kernels run on
 the CPU, on host memory: its calls go through the in-process runner's plan cache and guarded first call like a
-cpu op's. What differs: :data:`EMULATED` says so in every timing ("emulated on the CPU") and its roofline is the
-host's memory (never a GPU's); after every call the library's own report is read (``aotb_emu_take_report``),
+cpu op's (other libraries' host arrays in, outputs back in their library: :mod:`aotbench.run.interop`; a
+GPU tensor is refused, as the emulator's memory is the host's). What differs: :data:`EMULATED` says so in every
+timing ("emulated on the CPU") and its roofline is the host's memory (never a GPU's); after every call the library's own report is read (``aotb_emu_take_report``),
 so a launch a GPU would refuse, a failed device assert or a ``__syncthreads`` that not every thread reached
 raises :class:`~aotbench.errors.EmulatorError` naming the kernel, block, thread and line.
 """

@@ -1,7 +1,8 @@
 """The gpu target's run path: cupy arrays in and out, the current cupy stream, CUDA errors as :class:`CudaError`.
 
-A call: the inputs become C-contiguous device arrays (a numpy input is copied, with a :class:`HostCopyWarning`
-once per op); the plan (shape rule, ``Init``, device workspaces) is made once per signature and device, as on
+A call: the inputs become C-contiguous device arrays (another library's GPU tensor is a view, through DLPack or
+``__cuda_array_interface__``, and its outputs go back in that library: :mod:`aotbench.run.interop`; a numpy
+input is copied, with a :class:`HostCopyWarning` once per op); the plan (shape rule, ``Init``, device workspaces) is made once per signature and device, as on
 the cpu target; the outputs are allocated with cupy; the kernel's main function runs on the host with device
 pointers and the current stream's handle; then the launch error is read through the library's own CUDA runtime
 (``include/aotb_cuda_probe.h``) and the stream is synchronized, so a fault while the kernel ran surfaces at the
@@ -20,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..native import dlpack
 from ..native.dtypes import dtype_string
 from ..build.nvcc import short_kernel_name
 from .._userframe import user_stacklevel
 from ..errors import ArgumentTypeError, ArgumentValueError, CudaError, HostCopyWarning
-from . import guard
+from . import guard, interop
 from .calls import call_pointers, raise_for
 from .devices import GPU, Device
 from .gpu_availability import require_gpu
@@ -191,6 +193,44 @@ def enqueue(kernel: Kernel, plan: Plan, pointers: list[int], stream_ptr: int) ->
     raise_for(plan, code)
 
 
+def wait_for_producer(cp: Any, interface: dict) -> None:
+    """Make the current cupy stream wait for the work the producer of a ``__cuda_array_interface__`` (v3) has
+    queued on its ``stream`` (absent or None: nothing to wait for; 1 and 2 are CUDA's legacy and per-thread
+    default streams, which ``cudaEventRecord`` takes as they are)."""
+    stream = interface.get("stream")
+    if stream is None:
+        return
+    if int(stream) == 0:
+        raise ArgumentValueError("__cuda_array_interface__ gives stream 0, which the protocol does not allow (it "
+                                 "is ambiguous): the producer should give 1 for the legacy default stream")
+    event = cp.cuda.Event(block=False, disable_timing=True)
+    event.record(cp.cuda.ExternalStream(int(stream)))
+    cp.cuda.get_current_stream().wait_event(event)
+
+
+def device_array(cp: Any, value: Any, index: int) -> Any | None:
+    """A non-cupy input as a cupy array on its device without a copy: DLPack first (``cupy.from_dlpack``), then
+    ``__cuda_array_interface__`` (:func:`wait_for_producer`, then ``cupy.asarray``); None for host data (numpy
+    arrays, lists ...), which the gpu path copies as before. Another library's tensor in host memory is an
+    :class:`ArgumentTypeError` saying how to move it (:func:`aotbench.run.interop.device_error`)."""
+    if isinstance(value, np.ndarray):
+        return None
+    device = interop.dlpack_device(value)
+    if device is not None:
+        if device[0] not in (dlpack.KDLCUDA, dlpack.KDLCUDA_MANAGED):
+            raise interop.device_error(index, value, f"{dlpack.device_name(*device)} memory", "on a GPU")
+        try:
+            return cp.from_dlpack(value)
+        except Exception as exc:  # noqa: BLE001 - the producer or cupy refused
+            raise ArgumentTypeError(f"input {index} ({interop.describe(value)}) could not be read through DLPack: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        wait_for_producer(cp, interface)
+        return cp.asarray(value)
+    return None
+
+
 class OnDevice(Runner):
     """A gpu op's calls: cupy arrays in and out, the current cupy stream, CUDA errors as :class:`CudaError`.
 
@@ -215,9 +255,10 @@ class OnDevice(Runner):
         device = cp.cuda.runtime.getDevice() if device is None else device
         converted, copied = [], []
         for i, a in enumerate(arrays):
-            if type(a) is cp.ndarray or hasattr(a, "__cuda_array_interface__"):
-                # a cupy array as it is (the common case, checked first); another library's device array as a view
-                arr = a if type(a) is cp.ndarray else cp.asarray(a)
+            # a cupy array as it is (the common case, checked first); another library's device array as a view
+            # (DLPack, then __cuda_array_interface__ with its stream waited for); else host data, copied
+            arr = a if type(a) is cp.ndarray else device_array(cp, a, i)
+            if arr is not None:
                 if arr.data.device_id != device:
                     on = arr.data.device_id
                     raise ArgumentValueError(f"input {i} is on GPU {on} but the current device is GPU {device}: call "
@@ -258,8 +299,10 @@ class OnDevice(Runner):
         def first(plan: Plan) -> Any:
             return guard.first_call(plan, arrays, GuardMirror(kernel, self))
 
-        return kernel.plans.call(key, lambda: _new_plan(kernel, cp, arrays, call_attrs),
-                                 lambda plan: _run(kernel, cp, plan, arrays), first if kernel.spec.guard else None)
+        result = kernel.plans.call(key, lambda: _new_plan(kernel, cp, arrays, call_attrs),
+                                   lambda plan: _run(kernel, cp, plan, arrays), first if kernel.spec.guard else None)
+        caller = kernel.caller(args)  # torch or JAX GPU inputs: their outputs too (through DLPack, no copy)
+        return result if caller is None or caller.name == "cupy" else caller.wrap(result)
 
 
 def _run(kernel: Kernel, cp: Any, plan: Plan, arrays: tuple) -> Any:
@@ -326,5 +369,5 @@ def to_device_like(op: Any, args: tuple) -> tuple:
     return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
 
 
-__all__ = ["HINTS", "STICKY", "GuardMirror", "Launcher", "OnDevice", "cuda_error", "device_outputs", "enqueue",
-           "kernel_names", "launch_error", "synchronize", "to_device_like"]
+__all__ = ["HINTS", "STICKY", "GuardMirror", "Launcher", "OnDevice", "cuda_error", "device_array", "device_outputs",
+           "enqueue", "kernel_names", "launch_error", "synchronize", "to_device_like", "wait_for_producer"]

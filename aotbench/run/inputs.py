@@ -68,7 +68,7 @@ def input_writes(arrays: tuple, before: list, readonly: list[bool], findings: li
             continue
         whose = ("it is read-only, so the kernel wrote into a copy and the caller's array is unchanged" if readonly[k]
                  else "the caller's array now holds what the kernel wrote, unless aotbench passed the kernel a "
-                 "copy of it (a non-contiguous, byte-swapped or non-numpy input)")
+                 "copy of it (a non-contiguous or byte-swapped input, or one numpy could only copy, such as a list)")
         rule = ("A kernel must not write into its inputs (MindSpore may share their memory with other tensors): "
                 "write the result to an output")
         if isinstance(then, list):  # a large input: its chunks' checksums

@@ -23,8 +23,7 @@ from ..native.dtypes import dtype_string
 from ..native.loading import KernelLibrary
 from ..native.runtime import Runtime
 from ..spec.spec import OpSpec
-from . import forking
-from .devices import GPU
+from . import forking, interop
 from .plan import Plan, make_plan
 from .plan_cache import PlanCache
 
@@ -87,24 +86,45 @@ class Kernel:
         return self.attrs + self.call_attrs(values)
 
     def host_arrays(self, args: tuple) -> tuple[tuple, tuple]:
-        """(inputs as host arrays a kernel can take, call-attribute values) for a call in this process: anything
-        array-like converted (:func:`contiguous`), masked and GPU arrays refused, dtypes checked."""
+        """(inputs as host arrays a kernel can take, call-attribute values) for a call in this process: numpy
+        arrays as they are, any other array read through the protocols without a copy where they allow
+        (:func:`aotbench.run.interop.host_array`: DLPack first), masked arrays and device memory refused, dtypes
+        checked."""
+        arrays, extras, _ = self.host_call(args)
+        return arrays, extras
+
+    def host_call(self, args: tuple) -> tuple[tuple, tuple, interop.Library | None]:
+        """:meth:`host_arrays`, and the library the call's outputs go back in (None: numpy; see
+        :func:`aotbench.run.interop.caller_library`)."""
         arrays, extras = self.split(args)
         converted = []
+        foreign = False
         for i, a in enumerate(arrays):
-            if type(a) is not np.ndarray and isinstance(a, np.ma.MaskedArray):
-                raise ArgumentTypeError(
-                    f"input {i} is a numpy masked array: a kernel reads only its data, so the mask would be lost "
-                    "silently. Pass x.filled(value) to give the masked elements a value the kernel can use, or "
-                    "np.ma.getdata(x) to pass the data as it is (and apply the mask to the result yourself)")
-            if not isinstance(a, np.ndarray) or not a.dtype.isnative:
-                if GPU.owns(a):
-                    raise ArgumentTypeError(f"input {i} is a GPU array ({type(a).__name__}); this is a cpu op, pass a "
-                                        "numpy array (e.g. arr.get() for cupy)")
-                a = contiguous(a, i)
-            dtype_string(a.dtype)  # refuses object, string, datetime ... arrays
+            if isinstance(a, np.ndarray):
+                if type(a) is not np.ndarray and isinstance(a, np.ma.MaskedArray):
+                    raise ArgumentTypeError(
+                        f"input {i} is a numpy masked array: a kernel reads only its data, so the mask would be lost "
+                        "silently. Pass x.filled(value) to give the masked elements a value the kernel can use, or "
+                        "np.ma.getdata(x) to pass the data as it is (and apply the mask to the result yourself)")
+                if not a.dtype.isnative:
+                    a = contiguous(a, i)
+                dtype_string(a.dtype)  # refuses object, string, datetime ... arrays
+            else:  # another library's array (or a list ...): read through the array protocols
+                foreign = True
+                given = a
+                a = interop.host_array(a, i, self.runs_on)
+                interop.checked_dtype(a, i, given)
             converted.append(a)
-        return tuple(converted), extras
+        return tuple(converted), extras, interop.caller_library(arrays) if foreign else None
+
+    @property
+    def runs_on(self) -> str:
+        """Where this build's kernels run, in the words of a device error ("on the CPU" ...)."""
+        return "on the CPU (aotbench's CUDA emulator)" if self.library.emulator else "on the CPU"
+
+    def caller(self, args: tuple) -> interop.Library | None:
+        """The library a call's outputs go back in (:func:`aotbench.run.interop.caller_library`; None: numpy)."""
+        return interop.caller_library(self.split(args)[0])
 
     def plan(self, arrays: tuple, call_attrs: list[TypedAttr], **where: Any) -> Plan:
         """A new plan for these (converted) arrays and typed call attributes (:func:`aotbench.run.plan.make_plan`;
@@ -113,12 +133,13 @@ class Kernel:
 
 
 def contiguous(a: Any, index: int, writable: bool = False) -> np.ndarray:
-    """``a`` as a C-contiguous ndarray in native byte order (0-d stays 0-d); with ``writable``, a read-only
-    array (``np.memmap(mode="r")``, ``np.frombuffer(bytes)``) is copied. ``index`` names the input in errors."""
-    try:
-        arr = np.asarray(a, order="C")
-    except Exception as exc:
-        raise ArgumentTypeError(f"input {index} ({type(a).__name__}) cannot be used as a numpy array: {exc}") from exc
+    """``a`` as a C-contiguous ndarray in native byte order (0-d stays 0-d; another library's array read as
+    :func:`aotbench.run.interop.host_array` reads it); with ``writable``, a read-only array (``np.memmap(mode="r")``,
+    ``np.frombuffer(bytes)``, a DLPack tensor its producer marked read-only) is copied. ``index`` names the input
+    in errors."""
+    if not isinstance(a, np.ndarray):  # DLPack, __array_interface__, the buffer protocol ...: run.interop
+        a = interop.host_array(a, index)
+    arr = np.asarray(a, order="C")
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if writable and not arr.flags.writeable:

@@ -9,7 +9,8 @@ The parent keeps everything an :class:`~aotbench.op.op.Op` has (the library is l
   builds a ``Kernel`` from the op's ``OpSpec``; requests and replies are pickles on two pipes of their own, so
   what the kernel prints cannot corrupt them.
 * arrays travel through one shared-memory arena owned by the parent (created, grown and always unlinked
-  here; the worker only maps it): the parent copies the inputs in, the kernel writes its outputs straight into
+  here; the worker only maps it): the parent copies the inputs in (another library's arrays read as numpy
+  arrays first, :mod:`aotbench.run.interop`, and the outputs handed back in that library), the kernel writes its outputs straight into
   the arena, and the parent copies them out into fresh arrays. The worker plans the call (InferShape, Init) and
   answers "grow" when the arena is too small for the outputs; the arena only grows, so that happens rarely.
 * a worker that dies (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, a stack overflow, ``exit``) gives
@@ -94,7 +95,7 @@ class InWorker(Runner):
 
     def call(self, kernel: Kernel, args: tuple) -> Any:
         spec = kernel.spec
-        arrays, extras = kernel.host_arrays(args)
+        arrays, extras, caller = kernel.host_call(args)  # numpy arrays sent; caller: the outputs' library
         if extras:
             kernel.call_attrs(extras)  # refuse a mistyped call attribute here, before any process is involved
         try:
@@ -105,7 +106,8 @@ class InWorker(Runner):
             raise _with_kernel_frames(kernel, crash) from None
         if findings:  # what the worker's guarded first call of this signature found
             warn_findings(kernel.name, [tuple(a.shape) for a in arrays], findings)
-        return tuple(outs) if spec.returns_tuple else outs[0]
+        result = tuple(outs) if spec.returns_tuple else outs[0]
+        return result if caller is None else caller.wrap(result)  # another library's inputs: its outputs too
 
     def profile(self, kernel: Kernel, args: tuple, *, seconds: float, interval_ns: int, min_samples: int):
         """``op.profile`` in the worker: one ordinary call, then :func:`aotbench.run.profiling.sample` there (the

@@ -1,8 +1,8 @@
 """Against real MindSpore (the CPU wheel, mindspore==2.10.0): exported ops pass their own tests in PyNative and
 graph mode, the same kernels agree bit for bit through MindSpore and aotbench, and the tutorial's own two files
-run through both. The wheel (about 800 MB) is installed into a virtual environment kept between runs in
-``~/.cache/aotbench-tests`` (``AOTBENCH_MINDSPORE_PYTHON`` names an interpreter that already has it); deselect
-these tests with ``-m "not mindspore"``."""
+run through both. The wheel (an 800 MB download, 2.8 GB on disk) is installed into a virtual environment kept
+between runs in ``~/.cache/aotbench-tests`` (``AOTBENCH_MINDSPORE_PYTHON`` names an interpreter that already has
+it); deselect these tests with ``-m "not mindspore"``."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ for cols in (5, 9):
 ])
 def test_mindspore_runs_init_once_for_dynamic_inputs_and_aotbench_per_shape(mindspore_python, tmp_path, mode,
                                                                            mindspore_saw, aotbench_saw):
-    """What README says of MindSpore's Init with set_inputs, measured, next to what the stand-in does."""
+    """What docs/guide/ops.md says of MindSpore's Init with set_inputs, measured, next to what the stand-in does."""
     kernel = tmp_path / "init_spy.cc"
     kernel.write_text(KERNELS.read_text())
     shutil.copyfile(HEADER, tmp_path / "custom_aot_extra.h")

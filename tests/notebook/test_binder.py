@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import checkout
 import pytest
 import tomllib
 
@@ -25,14 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 USER = ["--user-id", "1000", "--user-name", "jovyan"]  # as on mybinder.org (repo2docker defaults to the caller)
-
-
-def _child_env() -> dict[str, str]:
-    """The environment without this session's PYTHONPATH, so a child uses only what its own Python installed."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
 
 
 def _unescape(name: str) -> str:
@@ -44,7 +36,7 @@ def _unescape(name: str) -> str:
 def plan() -> str:
     """What ``repo2docker --no-build --debug`` prints for this repository: its log lines and the Dockerfile."""
     out = subprocess.run([sys.executable, "-m", "repo2docker", "--no-build", "--debug", *USER, str(ROOT)],
-                         capture_output=True, text=True, timeout=300, env=_child_env(), check=False)
+                         capture_output=True, text=True, timeout=300, env=checkout.child_env(), check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout + out.stderr
 
@@ -100,34 +92,14 @@ def test_python_api_picks_the_python_buildpack(monkeypatch):
     assert 'pip install --no-cache-dir -r "binder/requirements.txt"' in dockerfile
 
 
-def _copy_checkout(dest: Path) -> None:
-    """Copy what a clone of the repository holds (tracked and new, not ignored, files) to ``dest``."""
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, check=True, timeout=60)
-        names = [n for n in out.stdout.decode().split("\0") if n]
-    except (OSError, subprocess.CalledProcessError):
-        names = None
-    if names is None:  # no git: everything but the usual build and cache folders
-        shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
-        return
-    for name in names:
-        src = ROOT / name
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the work tree
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / name, follow_symlinks=False)
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks in notebooks/ yet")
 def test_binder_requirements_install_and_run_every_notebook(tmp_path):
     repo = tmp_path / "repo"
-    _copy_checkout(repo)
+    checkout.copy_checkout(repo)
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
-    env = _child_env()
+    env = checkout.child_env()
     timings = {}
 
     start = time.perf_counter()

@@ -97,3 +97,28 @@ def test_shape_and_count_mismatches_are_problems_not_crashes(rng):
 def test_integer_results_must_match_exactly():
     assert accuracy.tolerance(np.int32) == (0.0, 0.0)
     assert not accuracy.agreement(np.array([1, 2, 4]), np.array([1, 2, 3])).ok
+
+
+def _quartiles(rng, median_ns, spread):
+    """(q1, median, q3) around a median, the middle half ``spread`` of it wide."""
+    half = median_ns * spread / 2
+    return median_ns - float(rng.uniform(0.2, 1.0)) * half, median_ns, median_ns + float(rng.uniform(0.2, 1.0)) * half
+
+
+def test_speed_words_say_slower_or_faster_than_the_reference(rng):
+    ref = _quartiles(rng, float(rng.uniform(1e3, 1e6)), 0.05)
+    factor = float(rng.uniform(1.5, 9.0))
+    slow = _quartiles(rng, ref[1] * factor, 0.05)
+    assert ex.speed_words(*slow, *ref) == f"{factor:.3g}x slower than the reference"
+    fast = _quartiles(rng, ref[1] / factor, 0.05)
+    assert ex.speed_words(*fast, *ref) == f"{factor:.3g}x faster than the reference"
+    huge = _quartiles(rng, ref[1] * 250.4, 0.05)
+    assert ex.speed_words(*huge, *ref) == "250x slower than the reference"
+
+
+def test_speed_words_within_noise_when_the_middle_halves_overlap(rng):
+    ref = _quartiles(rng, float(rng.uniform(1e3, 1e6)), 0.4)
+    close = _quartiles(rng, ref[1] * float(rng.uniform(0.97, 1.03)), 0.4)
+    assert ex.speed_words(*close, *ref) == "as fast as the reference (within noise)"
+    apart = (ref[2] * 1.01, ref[2] * 1.05, ref[2] * 1.1)  # just above the reference's third quartile
+    assert ex.speed_words(*apart, *ref).endswith("x slower than the reference")

@@ -490,6 +490,17 @@ def test_help_documents_every_option(ip, capsys):
     assert "--out-shape" in shown and "--attr" in shown
 
 
+def test_help_writes_the_usage_as_a_cell_magic(ip, capsys):
+    """``%%aot_kernel?`` shows the usage with the cell magic's two percent signs (IPython's default gives one)."""
+    capsys.readouterr()
+    assert ip.run_cell("%%aot_kernel?").success
+    shown = capsys.readouterr().out
+    usage = [line.strip() for line in shown.splitlines() if "aot_kernel [" in line]
+    assert usage and all(line.startswith("%%aot_kernel [--attr NAME=VALUE]") for line in usage), shown
+    assert "\n%aot_kernel" not in shown and " %aot_kernel" not in shown, shown
+    assert ip.find_cell_magic("aot_kernel").__doc__.lstrip(": \n").startswith("%%aot_kernel [")
+
+
 @pytest.mark.parametrize("line, complaint", [("", "target"), ("tpu", "tpu"), ("cpu --bogus", "--bogus"),
                                              ("--name x", "target")])
 def test_bad_magic_line_is_a_usage_error(ip, line, complaint):

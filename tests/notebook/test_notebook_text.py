@@ -49,7 +49,7 @@ def test_stored_explore_output_is_a_snapshot_not_a_widget_repr():
     data = shown[0]["data"]
     plain, page = data["text/plain"], data.get("text/html", "")
     assert not re.match(r"\s*(ExplorePanel|VBox|HBox|<aotbench)\b", plain), f"a bare widget repr: {plain[:120]}"
-    assert "op.explore panel of CustomKernel [cpu]" in plain and "Run the cell for the live panel" in plain
+    assert "op.explore panel of add_reduce (CustomKernel) [cpu]" in plain and "Run the cell for the live panel" in plain
     assert "controls for axis, keep_dim, m, n" in plain
     assert re.search(r"when shown: axis=1, keep_dim=False, m=4, n=5: output shape \(4,\), PASS", plain)
     assert "aotb-explore-snapshot" in page and "aotb-pass" in page and "output shape <code>(4,)</code>" in page

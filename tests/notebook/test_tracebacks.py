@@ -4,13 +4,18 @@ A real Jupyter kernel (nbclient + ipykernel, tests/support/notebook_runner.py) r
 ``AttrError`` at a call, a ``ContractViolation`` from the guarded first call, a ``KernelCrashedError`` from an
 isolated kernel that dereferences null (built with -g: its frames name the kernel's file and line), a
 ``SanitizerError`` from AddressSanitizer, and a ``ShapeError`` caused by the user's own ``out_shape`` function.
-The rendered traceback IPython sends is checked: no file of the aotbench package, the user's line present, the
-message present. The same renderer is also checked directly, without a kernel, on a nested call.
+The rendered traceback IPython sends is checked: no frame of a file of the aotbench package (its real directory,
+not any path that merely contains "aotbench/"), the user's line present, the message present. The kernels are
+copied into ``<tmp>/aotbench/tests/support/kernels`` first, as in a clone in a folder named ``aotbench`` (what
+``git clone`` gives): their paths in the messages then contain "aotbench/" and must not count as aotbench's frames.
+The same renderer is also checked directly, without a kernel, on a nested call.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,10 +32,21 @@ import notebook_runner
 KERNELS = Path(__file__).resolve().parents[1] / "support" / "kernels"
 PACKAGE = str(Path(aotbench.__file__).resolve().parent)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# A frame's file as aotbench's renderer writes it (File "path", line n) and as IPython's own does (File path:n).
+FRAME_FILE = re.compile(r'^\s*File "(?P<quoted>[^"]+)", line \d+|^\s*File (?P<bare>\S+?):\d+', re.MULTILINE)
+CLONE_KERNELS = Path("aotbench", "tests", "support", "kernels")  # where a clone named aotbench has them
+COPIED = ("trust_inputs.cc", "iso_modes.cc", "san_faults.cc")
 
-SETUP = f"""
+
+def package_frames(text: str) -> list[str]:
+    """The files of the frames in a rendered traceback that lie in the aotbench package's own directory."""
+    files = [m["quoted"] or m["bare"] for m in FRAME_FILE.finditer(text)]
+    return [f for f in files if Path(os.path.realpath(f)).is_relative_to(PACKAGE)]
+
+
+SETUP = """
 import numpy as np, aotbench
-KERNELS = {str(KERNELS)!r}
+KERNELS = {kernels!r}
 TUTORIAL = str(aotbench.examples_dir() / "tutorial" / "kernel.cc")
 rng = np.random.default_rng()
 x = rng.standard_normal((4, 5)).astype(np.float32)
@@ -87,15 +103,21 @@ CELL_CRASH_LINE = 7  # out[0] = *nowhere; counted in the cell body (the magic li
 def rendered(tmp_path_factory) -> dict[str, tuple[str, str]]:
     """Run the cases in one real kernel: {error name: (rendered traceback text, evalue)}, plus "cell crash"."""
     work = tmp_path_factory.mktemp("tracebacks")
+    kernels = work / "checkouts" / CLONE_KERNELS  # not beside the notebook: a folder aotbench there is imported
+    kernels.mkdir(parents=True)
+    for name in COPIED:
+        shutil.copy2(KERNELS / name, kernels / name)
     expected = {"tags": [notebook_runner.EXPECTED_ERROR_TAG]}
-    nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell("%load_ext aotbench"), new_code_cell(CELL_KERNEL),
+    setup = SETUP.format(kernels=str(kernels))
+    nb = new_notebook(cells=[new_code_cell(setup), new_code_cell("%load_ext aotbench"), new_code_cell(CELL_KERNEL),
                              new_code_cell("CellCrash(x)", metadata=expected)]
                       + [new_code_cell(source, metadata=expected) for _, source, _, _ in CASES])
     path = work / "errors.ipynb"
     nbformat.write(nb, path)
     done = notebook_runner.run_notebook(path, work, cell_timeout_s=600)
     (crash,) = notebook_runner.error_outputs(done.cells[3])
-    out = {"cell crash": (ANSI.sub("", "\n".join(crash["traceback"])), crash["evalue"])}
+    out = {"cell crash": (ANSI.sub("", "\n".join(crash["traceback"])), crash["evalue"]),
+           "kernels": (str(kernels), "")}
     for (name, _, _, _), cell in zip(CASES, done.cells[4:]):
         (error,) = notebook_runner.error_outputs(cell)
         assert error["ename"] == name, (name, error["ename"], error["evalue"])
@@ -107,11 +129,32 @@ def rendered(tmp_path_factory) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("name,line,message", [(c[0], c[2], c[3]) for c in CASES], ids=[c[0] for c in CASES])
 def test_notebook_traceback_shows_the_users_line_and_no_aotbench_frame(rendered, name, line, message):
     text, evalue = rendered[name]
-    assert PACKAGE not in text and "aotbench/" not in text.replace("aotbench's", ""), text
+    assert PACKAGE not in text and package_frames(text) == [], text
     assert line in text, text
     assert message in text and message in evalue, text
     assert re.search(r"Cell In\[\d+\], line \d+", text), text
     assert text.rstrip().splitlines()[-1] != line  # the message comes after the user's line
+
+
+@pytest.mark.slow
+def test_a_kernel_in_a_folder_named_aotbench_is_not_an_aotbench_frame(rendered):
+    """The clone-named-aotbench case: the message names the kernel by a path containing "aotbench/" (so a check
+    for that text would fail), yet no frame of the package is shown."""
+    kernels, _ = rendered["kernels"]
+    text, _ = rendered["SanitizerError"]
+    assert f"{kernels}/san_faults.cc:" in text and "/aotbench/tests/support/kernels/" in text, text
+    assert PACKAGE not in text and package_frames(text) == [], text
+
+
+def test_package_frames_tells_the_packages_files_from_paths_that_contain_aotbench(tmp_path):
+    """The check itself can fail: a frame in the package's directory (either rendering) is found; a file in
+    another folder named aotbench, and a non-frame mention of one, are not."""
+    inside = str(Path(PACKAGE, "run", "calls.py"))
+    clone = str(tmp_path / CLONE_KERNELS / "helper.py")
+    text = (f'  File "{inside}", line 12, in call\n  File {inside}:40, in _slow\n'
+            f'  File "{clone}", line 3, in helper\nSanitizerError: at {tmp_path}/aotbench/k.cc:16\n')
+    assert package_frames(text) == [inside, inside]
+    assert package_frames(text.replace(inside, clone)) == []
 
 
 @pytest.mark.slow
@@ -129,7 +172,7 @@ def test_a_cell_kernels_crash_names_the_cells_line(rendered):
     assert f"CellCrash at <cell>:{CELL_CRASH_LINE}" in evalue and "out[0] = *nowhere;" in evalue, evalue
     lines = CELL_KERNEL.splitlines()
     assert lines[CELL_CRASH_LINE].strip() == "out[0] = *nowhere;"  # line 1 is the one after the magic line
-    assert PACKAGE not in text and "CellCrash(x)" in text
+    assert PACKAGE not in text and package_frames(text) == [] and "CellCrash(x)" in text
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ debounced path is tested with real timers.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -17,8 +18,10 @@ ipywidgets = pytest.importorskip("ipywidgets")
 import aotbench
 from aotbench.native.attrs import typed
 from aotbench.errors import ArgumentError, CompileError, ShapeError
-from aotbench.notebook import widgets
+from aotbench.notebook import exploration, widgets
 from aotbench.notebook.debounce import Debouncer
+
+from ipython_shell import aotbench_shell  # tests/support is on pytest's pythonpath
 
 KERNELS = Path(__file__).resolve().parents[1] / "support" / "kernels"
 SCALE = KERNELS / "explore_scale.cc"
@@ -220,6 +223,39 @@ def test_the_panel_displays_as_the_live_view_with_a_snapshot_in_place_of_its_rep
     data, _ = DisplayFormatter().format(panel)
     assert "KernelError" in data["text/plain"] and "KernelError" in data["text/html"]
     assert "<img" not in data["text/html"]
+
+
+def test_the_timing_line_says_faster_or_slower_than_the_reference(xy):
+    """"op is 0.29x" could be read either way: the panel says which, with the ratio of the medians it shows."""
+    def slow_reference(x, y, axis, keep_dim):
+        time.sleep(0.002)  # far slower than the kernel on 4x5, whatever the machine is doing
+        return reference(x, y, axis, keep_dim)
+
+    panel = add_reduce().explore(*xy, reference=slow_reference, debounce_ms=0, budget_ms=5)
+    op_t, ref_t = panel.last["timing"], panel.last["reference_timing"]
+    words = exploration.speed_words(op_t.q1_ns, op_t.median_ns, op_t.q3_ns, ref_t.q1_ns, ref_t.median_ns,
+                                    ref_t.q3_ns)
+    ratio = ref_t.median_ns / op_t.median_ns
+    assert words == (f"{ratio:.3g}x" if ratio < 100 else f"{ratio:.0f}x") + " faster than the reference"
+    assert f"op is {words}" in text(panel.timing)
+    assert not re.search(r"op is [\d.]+x<", text(panel.timing) + "<")
+
+
+def test_the_title_names_the_op_as_the_notebook_binds_it(tmp_path, xy):
+    """In IPython, an op bound as ``add_reduce`` whose kernel function is CustomKernel is titled by both; outside
+    IPython's namespace (or bound under its own name) by ``op.name`` alone, as its repr and errors name it."""
+    with aotbench_shell(tmp_path) as shell:
+        shell.user_ns.update(add_reduce=add_reduce(), x=xy[0], y=xy[1], reference=reference)
+        assert shell.run_cell("panel = add_reduce.explore(x, y, reference=reference, debounce_ms=0, "
+                              "budget_ms=2)").success
+        panel = shell.user_ns.pop("panel")
+        assert "<b>add_reduce (CustomKernel)</b>" in text(panel.title)
+        assert panel._snapshot_text().startswith("op.explore panel of add_reduce (CustomKernel) [cpu]:")
+        shell.user_ns["CustomKernel"] = shell.user_ns["add_reduce"]
+        assert exploration.panel_name(shell.user_ns["add_reduce"]) == "CustomKernel"
+        del shell.user_ns["CustomKernel"]
+    unbound = add_reduce().explore(*xy, reference=reference, debounce_ms=0, budget_ms=2)
+    assert "<b>CustomKernel</b>" in text(unbound.title)
 
 
 def test_bad_arguments_are_clear_errors(xy):

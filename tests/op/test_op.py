@@ -155,6 +155,20 @@ def test_add_reduce_dynamic_shape(add_reduce, rng):
         assert op.plan_info(x, y)["workspaces"][0]["requested"] == 4 * n * 4
 
 
+@pytest.mark.parametrize("axis", [-2, -1, 2])
+def test_add_reduce_refuses_an_axis_it_does_not_handle_without_reading_past_the_shape(session_cache, rng, axis):
+    """An axis the kernel refuses (the panel's slider offers -1 and -2) gets a one-element shape from InferShape,
+    read within bounds, and the kernel's own check reports it as its error code 2."""
+    shape = random_shape(rng, 2, 2, 30)
+    op = aotbench.Custom(f"{ADD_REDUCE_SRC}:CustomKernel", None, np.float32,
+                         attrs={"axis": axis, "keep_dim": bool(rng.integers(2))})
+    assert op.infer_shape(shape, shape) == (1,)
+    x = rng.standard_normal(shape).astype(np.float32)
+    with pytest.raises(aotbench.KernelError) as info:
+        op(x, x)
+    assert info.value.status == 2
+
+
 def test_infer_shape_unknown_rank_passes_through(add_reduce):
     """An unknown rank (None, i.e. the ABI's {-2}) goes through InferShape and comes back as None."""
     for op in add_reduce.values():

@@ -14,12 +14,16 @@ import pytest
 
 from aotbench.build import cache, nvcc
 from aotbench.cli import doctor
+from aotbench.errors import ToolchainNotFoundError
+from aotbench.tools.codeview import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {
     "aotbench_version", "aotbench_location", "python_version", "python_executable", "platform", "numpy",
-    "ml_dtypes", "gxx_path", "gxx_version", "nvcc_path", "nvcc_source", "nvcc_version", "gpu", "cupy", "ipython",
-    "ipykernel", "ipywidgets", "matplotlib", "cache_dir", "cache_exists", "cache_size_bytes", "cache_libraries",
+    "ml_dtypes", "gxx_path", "gxx_version", "nvcc_path", "nvcc_source", "nvcc_version", "cuobjdump_path",
+    "cuobjdump_source", "cuobjdump_version", "nvdisasm_path", "nvdisasm_source", "nvdisasm_version", "gpu", "cupy",
+    "ipython", "ipykernel", "ipywidgets", "matplotlib", "cache_dir", "cache_exists", "cache_size_bytes",
+    "cache_libraries",
 }
 
 
@@ -154,6 +158,100 @@ def test_no_nvcc_anywhere_is_not_found(tmp_path, monkeypatch):
         assert r.nvcc_version.startswith("not found") and "nvidia-cuda-nvcc" in r.nvcc_version
 
 
+def _fake_cuda_tool(path: Path, rng) -> str:
+    """A stand-in ``cuobjdump``/``nvdisasm`` printing a fresh random release in the real tools' block; its line."""
+    major, minor, build = (int(v) for v in rng.integers(10, 99, size=3))
+    release = f"Cuda compilation tools, release {major}.{minor}, V{major}.{minor}.{build}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _script(path, f'echo "{path.name}: NVIDIA (R) tool"; echo "Copyright (c) NVIDIA"; echo "{release}"; '
+                  f'echo "Build cuda_{major}.{minor}"')
+    return release
+
+
+def _no_pip_cuda_tools(monkeypatch):
+    """sys.path without the site-packages that hold pip's CUDA wheels (this venv's cuobjdump and nvdisasm)."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (p and Path(p, "nvidia").is_dir())])
+
+
+@pytest.mark.parametrize("tool", ["cuobjdump", "nvdisasm"])
+def test_cuda_binary_tool_is_reported_where_disassemble_finds_it(tool, tmp_path):
+    """The doctor names the same cuobjdump/nvdisasm op.disassemble() would run, with its real release line."""
+    r = doctor.report(tmp_path / "cache")
+    path, source, version = (getattr(r, f"{tool}_{k}") for k in ("path", "source", "version"))
+    try:
+        expected = binaries.find(tool)
+    except ToolchainNotFoundError:
+        assert (path, source) == (None, None)
+        assert version.startswith("not found: op.disassemble() on CUDA ops needs it")
+        return
+    out = subprocess.run([expected, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert path == expected
+    assert version == next(line.strip() for line in out.splitlines() if "release" in line)
+    assert source in ("PATH", "CUDA_HOME", "CUDA_PATH", "pip (site-packages)", "beside nvcc", "/usr/local/cuda")
+    assert f"{version} ({path}, from {source})" in str(r)
+
+
+@pytest.mark.parametrize("tool", ["cuobjdump", "nvdisasm"])
+def test_cuda_binary_tool_on_path_cuda_home_and_pip_layout(tool, tmp_path, monkeypatch, rng):
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    bin_dir = _only_python_on_path(tmp_path)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    release = _fake_cuda_tool(bin_dir / tool, rng)
+    r = doctor.report(tmp_path / "cache")
+    assert (getattr(r, f"{tool}_path"), getattr(r, f"{tool}_source"), getattr(r, f"{tool}_version")) == (
+        str(bin_dir / tool), "PATH", release)
+    line = next(line for line in str(r).splitlines() if line.split()[0] == tool)
+    assert line.split(None, 1)[1] == f"{release} ({bin_dir / tool}, from PATH)"
+
+    (bin_dir / tool).unlink()
+    home = tmp_path / "cuda"
+    release = _fake_cuda_tool(home / "bin" / tool, rng)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    r = doctor.report(tmp_path / "cache")
+    assert (getattr(r, f"{tool}_path"), getattr(r, f"{tool}_source"), getattr(r, f"{tool}_version")) == (
+        str(home / "bin" / tool), "CUDA_HOME", release)
+
+    monkeypatch.delenv("CUDA_HOME")
+    site = tmp_path / "site-packages"
+    release = _fake_cuda_tool(site / "nvidia" / f"cuda_{tool}" / "bin" / tool, rng)  # CUDA 12 wheels' layout
+    monkeypatch.syspath_prepend(str(site))
+    r = doctor.report(tmp_path / "cache")
+    assert (getattr(r, f"{tool}_path"), getattr(r, f"{tool}_source"), getattr(r, f"{tool}_version")) == (
+        str(site / "nvidia" / f"cuda_{tool}" / "bin" / tool), "pip (site-packages)", release)
+
+
+def test_cuda_binary_tools_missing_say_what_needs_them_and_how_to_get_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(_only_python_on_path(tmp_path)))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(nvcc, "PIP_NVCC", ())
+    _no_pip_cuda_tools(monkeypatch)
+    r = doctor.report(tmp_path / "cache")
+    for tool, wheel in (("cuobjdump", "nvidia-cuda-cuobjdump"), ("nvdisasm", "nvidia-cuda-nvdisasm")):
+        beside_nvcc = [p for p in (Path("/usr/local/cuda/bin") / tool,) if p.exists()]
+        if beside_nvcc:  # a system toolkit's copy is found whatever the environment says
+            assert getattr(r, f"{tool}_source") == "/usr/local/cuda"
+            continue
+        assert (getattr(r, f"{tool}_path"), getattr(r, f"{tool}_source")) == (None, None)
+        version = getattr(r, f"{tool}_version")
+        assert version.startswith("not found: op.disassemble() on CUDA ops needs it")
+        assert "pip install '.[nvcc]'" in version and "'.[notebook]'" in version and wheel in version
+        line = next(line for line in str(r).splitlines() if line.split()[0] == tool)
+        assert line.split(None, 1)[1] == version
+
+
+def test_broken_cuda_binary_tool_is_reported(tmp_path, monkeypatch, rng):
+    bin_dir = _only_python_on_path(tmp_path)
+    status = int(rng.integers(1, 100))
+    _script(bin_dir / "cuobjdump", f'echo "cuobjdump: cannot load libnvelf" >&2; exit {status}')
+    monkeypatch.setenv("PATH", str(bin_dir))
+    r = doctor.report(tmp_path / "cache")
+    assert r.cuobjdump_path == str(bin_dir / "cuobjdump")
+    assert r.cuobjdump_version == f"broken: exited with status {status}: cuobjdump: cannot load libnvelf"
+
+
 def test_cache_size_and_library_count(tmp_path):
     root = tmp_path / "cache"
     files = {
@@ -213,6 +311,8 @@ def test_cli_text(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("aotbench doctor\n")
     assert "g++" in out.stdout and "nvcc" in out.stdout and "does not exist yet" in out.stdout
+    tools = {line.split()[0] for line in out.stdout.splitlines()[1:]}
+    assert {"cuobjdump", "nvdisasm"} <= tools
 
 
 def test_report_imports_no_ui_or_gpu_library(tmp_path):

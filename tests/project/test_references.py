@@ -1,7 +1,8 @@
 """Every cross-reference in the package's docstrings and comments and in the docs (``:mod:``, ``:func:``,
 ``:class:``, ``:meth:``, ``:attr:``, ``:data:``, ``:exc:``) names something that exists, so a reader following
-one lands on the code it describes; and so does every backticked module name and path of README.md and
-CONTRIBUTING.md, none of them from the layout before issue 24 (:func:`walkthrough_problem`)."""
+one lands on the code it describes; and so does every backticked module name and path of README.md,
+CONTRIBUTING.md and the documentation site's pages (docs/**/*.md), none of them from the layout before issue 24
+(:func:`walkthrough_problem`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import aotbench
 PACKAGE = Path(aotbench.__file__).resolve().parent
 ROOT = PACKAGE.parent
 ROLE = re.compile(r":(mod|func|class|meth|attr|data|exc|obj):`~?([^`<>\s]+)`")
-DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")),
-        *sorted((ROOT / "notebooks").glob("*.md"))]
+# The documentation site's pages (docs/**/*.md; not what a build wrote under docs/_build)
+SITE = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.relative_to(ROOT / "docs").parts)
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *SITE, *sorted((ROOT / "notebooks").glob("*.md"))]
 # Names that are not aotbench's: the standard library, numpy, IPython ... (resolved by importing them)
 FOREIGN = ("numpy", "np.", "IPython", "ipywidgets", "cupy", "matplotlib", "dask", "concurrent", "multiprocessing",
            "ctypes", "warnings", "threading", "os.", "pickle", "weakref", "faulthandler", "signal", "mindspore")
@@ -116,10 +118,10 @@ def test_the_resolver_tells_real_names_from_stale_ones(name, context, ok):
     assert resolves(name, context) is ok
 
 
-# -- backticked names and paths in README.md and CONTRIBUTING.md ------------------------------------------------
+# -- backticked names and paths in README.md, CONTRIBUTING.md and the site's pages ---------------------------------
 # The walk-throughs name code in backticks, not in Sphinx roles; these checks keep those names true.
 
-WALKTHROUGHS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+WALKTHROUGHS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *SITE]
 LAYER_NAMES = ("native", "build", "spec", "run", "op", "tools", "mindspore", "notebook", "cli", "aotbench",
                "errors", "plots")  # the layers' folders, the package, and its top-level modules
 OLD_MODULES = ("abi", "call", "device", "safety", "measure", "custom", "travel", "codeview")  # before issue 24
@@ -151,7 +153,7 @@ def _is_path(span: str) -> bool:
 
 
 def walkthrough_problem(span: str) -> str | None:
-    """What is wrong with a backticked span of README.md or CONTRIBUTING.md, or None.
+    """What is wrong with a backticked span of README.md, CONTRIBUTING.md or a page of docs/, or None.
 
     The rule, kept simple:
 
@@ -199,8 +201,8 @@ def walkthrough_problem(span: str) -> str | None:
 
 
 def walkthrough_spans() -> list[tuple[str, str]]:
-    """(where, span) for every backticked span of README.md and CONTRIBUTING.md: fenced code blocks left out, a
-    span wrapped over two lines read as one (its white space collapsed)."""
+    """(where, span) for every backticked span of README.md, CONTRIBUTING.md and docs/**/*.md: fenced code
+    blocks left out, a span wrapped over two lines read as one (its white space collapsed)."""
     found = []
     for path in WALKTHROUGHS:
         lines, fenced = [], False
@@ -212,7 +214,7 @@ def walkthrough_spans() -> list[tuple[str, str]]:
         text = "\n".join(lines)
         for match in SPAN.finditer(text):
             lineno = text.count("\n", 0, match.start()) + 1
-            found.append((f"{path.name}:{lineno}", " ".join(match.group(1).split())))
+            found.append((f"{path.relative_to(ROOT)}:{lineno}", " ".join(match.group(1).split())))
     return found
 
 
@@ -220,6 +222,8 @@ def test_there_are_walkthrough_names_to_check():
     spans = [span for _, span in walkthrough_spans()]
     assert sum(1 for s in spans if _is_path(s)) > 20
     assert sum(1 for s in spans if LEADING_NAME.match(s) and s.split(".")[0] in LAYER_NAMES) > 100
+    site = [span for where, span in walkthrough_spans() if where.startswith("docs/")]
+    assert sum(1 for s in site if _is_path(s)) > 10 and sum(1 for s in site if s.startswith("op.")) > 20
 
 
 def test_the_walkthroughs_name_only_what_exists():

@@ -93,7 +93,7 @@ def test_overruns_as_long_as_an_input_are_caught_without_harm(rng):
     assert info.value.report.buffers[0].written_past_end == 300 * 5 * 4 - 5 * 4
     assert "maybe further" not in str(info.value)
     with pytest.raises(ContractViolation, match="1180 bytes past the end of its 20-byte buffer"):
-        tutorial(axis=0)(x, y)  # README's panel.set(axis=0, m=300)
+        tutorial(axis=0)(x, y)  # docs/guide/notebook.md's panel.set(axis=0, m=300)
 
 
 @pytest.mark.parametrize("extra", [1, 900, 250_000])
@@ -299,7 +299,7 @@ def test_cells_are_guarded_by_default_and_no_guard_turns_it_off(ip, rng):
     assert off.spec.guard is False
 
 
-# -- the panel, on the tutorial kernel, as README shows it --------------------------------------------------------
+# -- the panel, on the tutorial kernel, as docs/guide/notebook.md shows it ---------------------------------------
 PANEL = r"""
 import json, sys
 import numpy as np

@@ -54,6 +54,49 @@ def test_timings_bars_are_medians_with_iqr_whiskers(rng):
     assert ax.get_ylabel() == "time per call (us)" and ax.get_title() == "three"
 
 
+def test_timings_bar_values_sit_above_their_whiskers(rng):
+    """Each bar's value is drawn clear of its whisker (above the q3 end, not across the IQR line) and inside the
+    axes, read from the laid-out text extents of the real figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    data = {f"#{i}": _timing(rng, float(c), float(c) * float(rng.uniform(0.1, 0.6)), count=9)
+            for i, c in enumerate(rng.uniform(1_000, 50_000, size=4))}
+    fig = plots.timings(data)
+    [ax] = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    [whiskers] = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    labels = [t for t in ax.texts if t.get_text()]
+    assert [t.get_text() for t in labels] == [timing.format_ns(t.median_ns) for t in data.values()]
+    box = ax.get_window_extent(renderer)
+    for text, seg in zip(labels, whiskers.lines[2][0].get_segments()):
+        top = ax.transData.transform((seg[1][0], seg[1][1]))[1]  # the whisker's upper end, in display units
+        extent = text.get_window_extent(renderer)
+        assert extent.y0 >= top, (text.get_text(), extent.y0, top)
+        assert extent.y1 <= box.y1, text.get_text()
+
+
+def test_heatmaps_tick_whole_row_and_column_indices_only(rng):
+    """A 1 x n image has one row tick, 0 (not -0.4 ... 0.4); every tick label is a whole index inside the
+    array, read from the drawn figure's tick labels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    cols = int(rng.integers(20, 60))
+    ref = rng.standard_normal((1, cols))
+    for fig in (plots.error_heatmap(ref + 0.01, ref), plots.values(ref)):
+        ax = fig.axes[0]
+        FigureCanvasAgg(fig).draw()
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["0"]
+        shown = [int(t.get_text()) for t in ax.get_xticklabels()]
+        assert shown[0] == 0 and shown[-1] < cols and 2 <= len(shown) <= plots.MAX_INDEX_TICKS
+        assert len({b - a for a, b in zip(shown, shown[1:])}) == 1  # evenly spaced
+    rows = int(rng.integers(2, 9))
+    ax = plots.error_heatmap(np.zeros((rows, 3)), np.ones((rows, 3))).axes[0]
+    FigureCanvasAgg(ax.figure).draw()
+    assert [t.get_text() for t in ax.get_yticklabels()] == [str(i) for i in range(rows)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"]
+
+
 @pytest.mark.parametrize("center_ns, unit, scale", [(300, "ns", 1), (4e6, "ms", 1e6), (3e9, "s", 1e9)])
 def test_timings_picks_a_readable_unit(rng, center_ns, unit, scale):
     t = _timing(rng, center_ns, center_ns / 10, label="only")

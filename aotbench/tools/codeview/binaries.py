@@ -21,8 +21,10 @@ TIMEOUT_S = 120
 
 _HINTS = {
     "objdump": "install GNU binutils (Debian/Ubuntu: apt-get install binutils; it comes with g++)",
-    "cuobjdump": "pip install 'aotbench[nvcc]' (it brings nvidia-cuda-cuobjdump), or install the CUDA toolkit",
-    "nvdisasm": "pip install 'aotbench[nvcc]' (it brings nvidia-cuda-nvdisasm), or install the CUDA toolkit",
+    "cuobjdump": ("pip install '.[nvcc]' in aotbench's clone (it brings nvidia-cuda-cuobjdump), or install the CUDA "
+                  "toolkit"),
+    "nvdisasm": ("pip install '.[nvcc]' in aotbench's clone (it brings nvidia-cuda-nvdisasm), or install the CUDA "
+                 "toolkit"),
 }
 
 
