@@ -165,7 +165,11 @@ def _view(t: DLTensor, owner: _Imported, readonly: bool, subbyte: bool) -> np.nd
     ndim = int(t.ndim)
     shape = tuple(int(t.shape[k]) for k in range(ndim))
     size = int(np.prod(shape, dtype=np.int64))
-    if size == 0 or not t.data:  # no memory to share (the data pointer may be NULL): an empty array of its own
+    if size and not t.data:
+        owner.release()
+        raise ArgumentTypeError(f"the tensor of shape {shape} has no data (its producer gave a NULL data pointer "
+                                "for a non-empty tensor): pass a tensor whose memory exists, e.g. a copy of it")
+    if size == 0:  # no memory to share (the data pointer may be NULL): an empty array of its own
         owner.release()
         return np.empty(shape, dtype)
     item = dtype.itemsize

@@ -142,7 +142,8 @@ def checked_call(op: Op, call: Any, args: tuple) -> Any:
     report = op.check(*args)
     if not report.ok:
         raise ContractViolation(op.name, report)
-    return report.outputs
+    caller = op.kernel.caller(args)  # another library's inputs: the outputs go back in it, as a plain call's do
+    return report.outputs if caller is None else caller.wrap(report.outputs)
 
 
 def _graph_mode_pass(op: Op, dynamic: list, arrays, attrs, plan) -> list[str]:

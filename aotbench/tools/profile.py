@@ -142,6 +142,12 @@ def profile(op, *arrays, seconds: float = 1.0, min_samples: int = profiling.MIN_
     if isinstance(interval_ms, bool) or not isinstance(interval_ms, (int, float)) or not 0.05 <= interval_ms <= 100:
         raise ArgumentValueError(f"interval_ms={interval_ms!r}: give the sampling interval in milliseconds, "
                                  "0.05 to 100 (the default, 1, is 1000 samples a second per thread)")
+    if not _isolated(op) and any(not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__") for a in arrays):
+        # Another library's arrays, read once: the sampled loop then runs the kernel, not that library's code
+        # (JAX's from_dlpack throws and catches a C++ exception each call, whose unwinder lock a sample would
+        # wait on in the signal handler).
+        converted, extras = op.kernel.host_arrays(arrays)
+        arrays = (*converted, *extras)
     raw = op.runner.profile(op.kernel, arrays, seconds=seconds, interval_ns=int(interval_ms * 1e6),
                             min_samples=min_samples) if _isolated(op) else profiling.sample(
         op.kernel.runtime, lambda: op(*arrays), seconds=seconds, interval_ns=int(interval_ms * 1e6),

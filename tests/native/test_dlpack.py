@@ -26,7 +26,8 @@ class Producer:
 
     def __init__(self, array: np.ndarray, *, versioned: bool = False, read_only: bool = False,
                  device: tuple[int, int] = (1, 0), code_bits: tuple[int, int, int] | None = None,
-                 strides: tuple[int, ...] | None = None):
+                 strides: tuple[int, ...] | None = None, null_data: bool = False):
+        self.null_data = null_data
         self.array, self.versioned, self.read_only, self.device = array, versioned, read_only, device
         self.code_bits = code_bits
         self.strides = strides
@@ -45,7 +46,7 @@ class Producer:
         managed = dlpack.DLManagedTensorVersioned() if self.versioned else dlpack.DLManagedTensor()
         shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
         t = managed.dl_tensor
-        t.data = a.ctypes.data
+        t.data = None if self.null_data else a.ctypes.data
         t.device = dlpack.DLDevice(*self.device)
         t.ndim = a.ndim
         code, bits = dlpack.dlpack_dtype(a.dtype)
@@ -234,3 +235,14 @@ def test_jax_takes_an_aligned_export_without_copy(rng):
     del j
     gc.collect()
     assert not any(held is out for held in dlpack.held_exports())
+
+
+@pytest.mark.parametrize("kind", [LegacyProducer, VersionedProducer])
+def test_a_non_empty_tensor_without_data_is_refused_and_released(kind, rng):
+    """A NULL data pointer for a tensor with elements is an error, never an array of uninitialised memory."""
+    shape = tuple(int(d) for d in rng.integers(1, 9, size=2))
+    producer = kind(rng.standard_normal(shape).astype(np.float32), null_data=True)
+    with pytest.raises(ArgumentTypeError, match="no data"):
+        dlpack.to_numpy(producer)
+    gc.collect()
+    assert producer.calls() == 1

@@ -106,9 +106,12 @@ def _lab_env(env: dict, root: Path, marker: str) -> dict:
     return env
 
 
-def _click_menu(page, menu: str, command: str) -> None:
-    page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(f"^{menu}$")).click()
-    page.locator(f".lm-Menu .lm-Menu-item[data-command='{command}']").click()
+def _click_menu(page, menu: str, command: str, label: str) -> None:
+    """Open ``menu`` in JupyterLab's menu bar and click its item for ``command`` (found by its label)."""
+    page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(f"^{menu}$")).first.click()
+    item = page.locator(".lm-Menu .lm-Menu-item", has=page.locator(".lm-Menu-itemLabel",
+                                                                  has_text=re.compile(f"^{label}$")))
+    item.first.click()
 
 
 # Every code cell's prompt has a number and none is queued or running ("[*]"), and the kernel is idle.
@@ -134,11 +137,11 @@ def _run_all(page, url: str, path: Path, console: list[str], log: Path) -> dict:
                              + "\n".join(console[-30:])) from exc
     before = path.stat().st_mtime_ns
     start = time.perf_counter()
-    _click_menu(page, "Run", "notebook:run-all-cells")
+    _click_menu(page, "Run", "notebook:run-all-cells", "Run All Cells")
     page.wait_for_timeout(2000)  # the queue shows "[*]" before the first cell ends
     page.wait_for_function(FINISHED, arg=n_code, timeout=RUN_TIMEOUT_MS, polling=1000)
     print(f"{path.name}: Run All in {time.perf_counter() - start:.0f} s")
-    _click_menu(page, "File", "docmanager:save")
+    _click_menu(page, "File", "docmanager:save", "Save( Notebook)?")
     deadline = time.monotonic() + 60
     while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
         time.sleep(0.2)

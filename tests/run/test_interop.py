@@ -545,3 +545,22 @@ def test_guide_example_runs():
         warnings.simplefilter("error", ContractWarning)
         for block in blocks:
             exec(compile(block, str(GUIDE), "exec"), {"__name__": "guide"})
+
+
+def test_check_next_call_gives_jax_back_as_a_plain_call_does(combine, rng):
+    """``%%aot_kernel --check`` (op.check_next_call) returns the caller's arrays too, checked."""
+    x, y = random(rng, np.float32, (3, 5)), random(rng, np.float32, (3, 5))
+    combine.check_next_call = True
+    out = combine(jnp.asarray(x), jnp.asarray(y))
+    assert isinstance(out, jax.Array)
+    np.testing.assert_array_equal(np.asarray(out), x + y)
+
+
+@pytest.mark.slow
+def test_profile_of_jax_inputs_after_jax_ran_finishes(combine, rng):
+    """The profiled loop runs the kernel on the inputs read once, not JAX's conversion code: a sample taken while
+    JAX holds the C++ unwinder's lock (its from_dlpack throws and catches an exception) would wait forever."""
+    x = jnp.asarray(random(rng, np.float32, (64, 64)))
+    (x + 0).block_until_ready()  # JAX has compiled and run something
+    profile = combine.profile(x, x, seconds=0.3, counters=False, hot_loop=False)
+    assert profile.samples > 0
