@@ -144,7 +144,7 @@ def test_bad_arguments_and_prebuilt_libraries(loops):
 
 def test_a_missing_tool_names_how_to_get_it(monkeypatch):
     monkeypatch.setattr(tools, "cuda_tool_candidates", lambda tool: [Path("/nonexistent") / tool])
-    with pytest.raises(ToolchainNotFoundError, match=r"aotbench\[nvcc\].*nvidia-cuda-nvdisasm"):
+    with pytest.raises(ToolchainNotFoundError, match=r"\.\[nvcc\]. in aotbench.s clone.*nvidia-cuda-nvdisasm"):
         tools.find("nvdisasm")
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToolchainNotFoundError, match="binutils"):
