@@ -237,7 +237,8 @@ def test_compare_flags_shows_the_openmp_build_beside_the_plain_one(monkeypatch, 
     assert list(rows) == ["-fopenmp", "plain", "reference"]
     assert result.fns["-fopenmp"].library.openmp and not result.fns["plain"].library.openmp
     assert rows["plain"].max_abs_error == 0.0  # errors are against the first entry, the -fopenmp build
-    assert rows["reference"].max_rel_error < 1e-3
+    # numpy's float32 sums round differently; against column sums near zero only an absolute bound is fair
+    assert rows["reference"].max_abs_error < 1e-5 * 513
     assert rows["plain"].timing.threads == 1 and rows["-fopenmp"].timing.threads == kernel_threads(op)
     assert result.rooflines["plain"].threads == 1
     assert result.rooflines["-fopenmp"].threads == min(kernel_threads(op), usable_cores())
