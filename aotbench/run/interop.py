@@ -127,26 +127,20 @@ def dlpack_device(value: Any) -> tuple[int, int] | None:
     return int(device_type), int(device_id)
 
 
+#: How each library moves an array to host memory, and to GPU memory, in its own words.
+_TO_HOST = {"torch": "t.cpu() (or t.detach().cpu())", "jax": 'jax.device_put(x, jax.devices("cpu")[0])',
+            "cupy": "x.get() (or cupy.asnumpy(x))"}
+_TO_GPU = {"torch": 't.cuda() (or t.to("cuda"))', "jax": 'jax.device_put(x, jax.devices("gpu")[0])'}
+
+
 def to_host_hint(value: Any) -> str:
     """How to move ``value`` to host memory, in the words of its library."""
-    name = library_of(value).name
-    if name == "torch":
-        return "t.cpu() (or t.detach().cpu())"
-    if name == "jax":
-        return 'jax.device_put(x, jax.devices("cpu")[0])'
-    if name == "cupy":
-        return "x.get() (or cupy.asnumpy(x))"
-    return "copy it to host memory (a numpy array) with its library first"
+    return _TO_HOST.get(library_of(value).name, "copy it to host memory (a numpy array) with its library first")
 
 
 def to_gpu_hint(value: Any) -> str:
     """How to move ``value`` to GPU memory, in the words of its library."""
-    name = library_of(value).name
-    if name == "torch":
-        return 't.cuda() (or t.to("cuda"))'
-    if name == "jax":
-        return 'jax.device_put(x, jax.devices("gpu")[0])'
-    return "cupy.asarray(x) (a copy to the current GPU)"
+    return _TO_GPU.get(library_of(value).name, "cupy.asarray(x) (a copy to the current GPU)")
 
 
 def device_error(index: int, value: Any, where: str, runs: str) -> ArgumentTypeError:
