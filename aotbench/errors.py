@@ -305,10 +305,7 @@ class KernelCrashedError(AotbenchError, RuntimeError):
 
     def __init__(self, function: str, signal: str | None, exitcode: int | None, stderr: str = "",
                  frames: Sequence[str] = (), output: str | None = None, hint: str = ""):
-        self.function = function
-        self.signal = signal
-        self.exitcode = exitcode
-        self.stderr = stderr
+        self.function, self.signal, self.exitcode, self.stderr = function, signal, exitcode, stderr
         self.frames = list(frames)
         self.output = stderr if output is None else output
         how = f"was killed by {signal}" if signal else f"exited with status {exitcode}"
@@ -332,8 +329,7 @@ class SanitizerError(KernelCrashedError):
 
     def __init__(self, crash: KernelCrashedError, kind: str, what: str, location: tuple[str, int] | None = None,
                  line_text: str = "", summary: str = ""):
-        self.kind = kind
-        self.report = crash.stderr
+        self.kind, self.report = kind, crash.stderr
         self.what, self.location, self.line_text = what, location, line_text
         super().__init__(crash.function, crash.signal, crash.exitcode, crash.stderr)
         where = f" at {location[0]}:{location[1]}" if location else ""
@@ -361,9 +357,7 @@ class KernelTimeoutError(AotbenchError, TimeoutError):
     one)."""
 
     def __init__(self, function: str, timeout_s: float, stderr: str = ""):
-        self.function = function
-        self.timeout_s = timeout_s
-        self.stderr = stderr
+        self.function, self.timeout_s, self.stderr = function, timeout_s, stderr
         super().__init__(f"{function} did not return within timeout_s={timeout_s:g} s; its isolated worker was "
                          "killed (an infinite loop or a deadlock in the kernel?). The next call starts a fresh "
                          "worker.")
@@ -420,6 +414,12 @@ class DynamicShapeWarning(AotbenchWarning):
     """With dynamic inputs (``Cell.set_inputs``) MindSpore runs the kernel's ``Init`` only once, with -1 dims in
     graph mode or the first call's shapes in PyNative mode; aotbench runs it per concrete shape, so its numbers
     are right, and this says where the same kernel would misbehave in MindSpore."""
+
+
+class NarrowingWarning(AotbenchWarning):
+    """An output's dtype would be narrowed by the caller's library (JAX without ``jax_enable_x64`` turns int64,
+    uint64, float64 and complex128 into their 32-bit kinds, losing values): that output is returned as a numpy
+    array instead, with every value kept."""
 
 
 class EmulationWarning(AotbenchWarning):

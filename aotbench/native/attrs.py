@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -49,9 +49,9 @@ class AttrKind(IntEnum):
     def readable_as(self) -> tuple[AttrKind, ...]:
         """The kinds a kernel may read a value of this kind as (an empty list carries no element type)."""
         if self is AttrKind.EMPTY_LIST:
-            return (AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D)
+            return AttrKind.INT_VEC, AttrKind.FLOAT_VEC, AttrKind.INT_2D, AttrKind.FLOAT_2D
         if self is AttrKind.EMPTY_ROWS:
-            return (AttrKind.INT_2D, AttrKind.FLOAT_2D)
+            return AttrKind.INT_2D, AttrKind.FLOAT_2D
         return (self,)
 
 
@@ -71,6 +71,8 @@ class TypedAttr:
     name: str
     kind: AttrKind
     value: object
+    #: Given with each call (a call attribute), not registered with the op: said so in errors.
+    call: bool = field(default=False, compare=False)
 
 
 def check_name(name: object) -> str:
@@ -80,8 +82,14 @@ def check_name(name: object) -> str:
     return name
 
 
-def typed(name: str, value: object) -> TypedAttr:
-    """Type one attribute value; an :class:`AttrError` says why a value cannot be an attribute."""
+def typed(name: str, value: object, call: bool = False) -> TypedAttr:
+    """Type one attribute value (``call``: given with a call); an :class:`AttrError` says why a value cannot be
+    an attribute."""
+    kind, typed_value = _kind_and_value(name, value)
+    return TypedAttr(name, kind, typed_value, call)
+
+
+def _kind_and_value(name: str, value: object) -> tuple[AttrKind, object]:
     check_name(name)
     if isinstance(value, np.ndarray):
         value = value.tolist()
@@ -90,11 +98,11 @@ def typed(name: str, value: object) -> TypedAttr:
     elif hasattr(value, "__dlpack__") and not isinstance(value, (bool, int, float, str, list, tuple)):
         value = _foreign(name, value)
     if isinstance(value, bool):
-        return TypedAttr(name, AttrKind.BOOL, value)
+        return AttrKind.BOOL, value
     if isinstance(value, int):
-        return TypedAttr(name, AttrKind.INT, _int(name, value))
+        return AttrKind.INT, _int(name, value)
     if isinstance(value, float):
-        return TypedAttr(name, AttrKind.FLOAT, _float(name, value))
+        return AttrKind.FLOAT, _float(name, value)
     if isinstance(value, str):
         if "\0" in value:
             raise AttrError(f"attribute {name!r}: strings cannot contain NUL characters", name=name)
@@ -104,7 +112,7 @@ def typed(name: str, value: object) -> TypedAttr:
             raise AttrError(f"attribute {name!r}: the string {value!r} cannot be encoded as UTF-8 (character "
                             f"{value[exc.start]!r} at index {exc.start} is a lone surrogate); pass text made "
                             "of whole characters", name=name) from None
-        return TypedAttr(name, AttrKind.STR, value)
+        return AttrKind.STR, value
     if isinstance(value, (list, tuple)):
         return _sequence(name, value)
     raise AttrError(
@@ -155,9 +163,9 @@ def _scalar_kind(name: str, items: list | tuple) -> AttrKind:
     return kinds.pop() if kinds else AttrKind.EMPTY_LIST
 
 
-def _sequence(name: str, value: list | tuple) -> TypedAttr:
+def _sequence(name: str, value: list | tuple) -> tuple[AttrKind, object]:
     if not value:
-        return TypedAttr(name, AttrKind.EMPTY_LIST, ())
+        return AttrKind.EMPTY_LIST, ()
     nested = [isinstance(x, (list, tuple, np.ndarray)) for x in value]
     if all(nested):
         rows = [list(np.asarray(r).tolist()) if isinstance(r, np.ndarray) else list(r) for r in value]
@@ -165,17 +173,17 @@ def _sequence(name: str, value: list | tuple) -> TypedAttr:
         if len(kinds) > 1:
             raise AttrError(f"attribute {name!r} mixes int rows and float rows; use one element type", name=name)
         if not kinds:  # [[]], [[], []]: no element says int or float, so either 2-D getter may read it
-            return TypedAttr(name, AttrKind.EMPTY_ROWS, tuple(() for _ in rows))
+            return AttrKind.EMPTY_ROWS, tuple(() for _ in rows)
         if kinds == {AttrKind.FLOAT}:
-            return TypedAttr(name, AttrKind.FLOAT_2D, tuple(tuple(_float(name, float(x)) for x in r) for r in rows))
-        return TypedAttr(name, AttrKind.INT_2D, tuple(tuple(_int(name, int(x)) for x in r) for r in rows))
+            return AttrKind.FLOAT_2D, tuple(tuple(_float(name, float(x)) for x in r) for r in rows)
+        return AttrKind.INT_2D, tuple(tuple(_int(name, int(x)) for x in r) for r in rows)
     if any(nested):
         raise AttrError(f"attribute {name!r} mixes lists and scalars; use a flat list or a list of lists",
                         name=name)
     kind = _scalar_kind(name, value)
     if kind is AttrKind.INT:
-        return TypedAttr(name, AttrKind.INT_VEC, tuple(_int(name, int(x)) for x in value))
-    return TypedAttr(name, AttrKind.FLOAT_VEC, tuple(_float(name, float(x)) for x in value))
+        return AttrKind.INT_VEC, tuple(_int(name, int(x)) for x in value)
+    return AttrKind.FLOAT_VEC, tuple(_float(name, float(x)) for x in value)
 
 
 def describe(attr: TypedAttr) -> str:

@@ -413,10 +413,13 @@ class Runtime:
                    f"called {name!r}. Registered attributes: {listing}. Pass it with attrs={{{name!r}: ...}} or "
                    "CustomRegOp(...).attr(...).")
         else:
-            value = next((a.value for a in attrs if a.name == name), None)
+            attr = next((a for a in attrs if a.name == name), None)
+            value = attr.value if attr is not None else None
             readable = " or ".join(f"Attr<{k.cpp}>" for k in registered.readable_as)
-            msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it is registered as "
+            given, fix = (("was given with the call as", "pass a value of the matching Python type with the call")
+                          if attr is not None and attr.call else
+                          ("is registered as", "register a value of the matching Python type"))
+            msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it {given} "
                    f"{registered.cpp} (value {value!r}); there is no implicit conversion. Read it as "
-                   f"{readable} or register a value of the matching Python type. "
-                   f"Registered attributes: {listing}.")
+                   f"{readable} or {fix}. Registered attributes: {listing}.")
         return AttrError(msg, name=name, requested=requested.cpp, registered=registered.cpp, names=names)

@@ -14,20 +14,24 @@ type, and how to move it. A non-contiguous tensor is copied to C order (as a non
 The outputs go back in the library of the first input that is neither a numpy array nor a Python object, and
 that library has a ``from_dlpack`` (:func:`caller_library`): ``torch.from_dlpack``, ``jax.numpy.from_dlpack``,
 ``cupy.from_dlpack`` ..., which take the output's memory without a copy. JAX on the CPU aliases only memory
-aligned to 64 bytes (it copies anything else), so outputs handed to JAX are allocated that way.
+aligned to 64 bytes (it copies anything else), so outputs handed to JAX are allocated that way. JAX without
+``jax_enable_x64`` narrows 64-bit dtypes in its ``from_dlpack`` (int64 2**40 becomes 0, float64 1e300 becomes
+inf, without a word): such an output stays a numpy array, with a :class:`~aotbench.errors.NarrowingWarning`.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentTypeError
+from .._userframe import user_stacklevel
+from ..errors import ArgumentTypeError, NarrowingWarning
 from ..native import dlpack
 from ..native.dtypes import dtype_string
 from .devices import GPU
@@ -49,6 +53,8 @@ class Library:
     name: str
     from_dlpack: Callable[[Any], Any] | None = None
     alignment: int = 1
+    #: The dtype this library's from_dlpack would make of an array's dtype (None: it keeps every dtype).
+    kept_as: Callable[[np.dtype], np.dtype] | None = None
 
     def wrap(self, result: Any) -> Any:
         """``result`` (an output or a tuple of them: numpy or cupy arrays) as this library's arrays."""
@@ -59,11 +65,28 @@ class Library:
         return self._one(result)
 
     def _one(self, out: Any) -> Any:
+        if self.kept_as is not None and self._narrows(np.dtype(out.dtype)):
+            return out
         if isinstance(out, np.ndarray):
             if self.alignment > 1 and out.ctypes.data % self.alignment:
                 out = aligned_copy(out, self.alignment)  # a small output of a guarded first call, say
             return self.from_dlpack(dlpack.export(out))
         return self.from_dlpack(out)  # a device array: it exports itself
+
+
+    def _narrows(self, dtype: np.dtype) -> bool:
+        """Whether from_dlpack would turn ``dtype`` into a narrower one (then the output is kept, and said)."""
+        try:
+            kept = np.dtype(self.kept_as(dtype))  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - a dtype the library has no rule for: it keeps it
+            return False
+        if kept == dtype:
+            return False
+        warnings.warn(NarrowingWarning(
+            f"an output of dtype {dtype} is returned as a numpy array: {self.name}'s from_dlpack would make it "
+            f"{kept}, losing values (JAX keeps 64-bit types only with jax.config.update(\"jax_enable_x64\", True))"),
+            stacklevel=user_stacklevel())
+        return True
 
 
 NUMPY = Library("numpy")
@@ -92,7 +115,16 @@ def _find_library(kind: type) -> Library:
         except ImportError:  # pragma: no cover - jaxlib without jax cannot make arrays
             module = None
     from_dlpack = getattr(module, "from_dlpack", None) if module is not None else None
-    return Library(name, from_dlpack if callable(from_dlpack) else None, ALIGNMENT.get(name, 1))
+    return Library(name, from_dlpack if callable(from_dlpack) else None, ALIGNMENT.get(name, 1),
+                   _jax_dtype if name == "jax" else None)
+
+
+def _jax_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype JAX gives an array of ``dtype`` now (64-bit types only with ``jax_enable_x64``, which a
+    ``jax.enable_x64`` block sets per thread)."""
+    from jax import dtypes  # noqa: PLC0415 - JAX made the caller's array, so it is imported already
+
+    return np.dtype(dtypes.canonicalize_dtype(dtype))
 
 
 def caller_library(arrays: tuple) -> Library | None:
@@ -122,9 +154,9 @@ def dlpack_device(value: Any) -> tuple[int, int] | None:
         return None
     try:
         device_type, device_id = probe()
-    except Exception:  # noqa: BLE001 - a half-implemented protocol: fall back to the others
+        return int(device_type), int(device_id)
+    except Exception:  # noqa: BLE001 - a half-implemented protocol: fall back to the others (not_an_array says it)
         return None
-    return int(device_type), int(device_id)
 
 
 #: How each library moves an array to host memory, and to GPU memory, in its own words.
@@ -172,6 +204,11 @@ def host_array(value: Any, index: int, runs: str = "on the CPU") -> np.ndarray:
         try:
             arr = np.asarray(value)
         except Exception as exc:  # noqa: BLE001 - whatever numpy could not make an array of
+            if library_of(value).name == "jax" and "Tracer" in type(value).__name__:
+                raise ArgumentTypeError(
+                    f"input {index} is {describe(value)}: inside jax.jit, vmap or grad an array has no values yet, "
+                    "and a kernel needs them. Call the op outside the transformation, or inside it through "
+                    "jax.pure_callback(op, jax.ShapeDtypeStruct(shape, dtype), x) (which has no gradient)") from exc
             raise ArgumentTypeError(f"input {index} ({describe(value)}) cannot be used as a numpy array: "
                                     f"{exc}") from exc
         if arr.dtype == object:
@@ -188,11 +225,26 @@ def not_an_array(index: int, value: Any) -> ArgumentTypeError:
     if isinstance(value, (list, tuple)):
         what = (f"a {type(value).__name__} that numpy reads only as Python objects (its elements are not all "
                 "numbers of one shape)")
+    elif hasattr(value, "__dlpack__"):
+        what = f"{describe(value)} ({type(value).__module__}.{type(value).__qualname__}), {_dlpack_fault(value)}"
     else:
         what = (f"{describe(value)} ({type(value).__module__}.{type(value).__qualname__}), which has none of "
                 "__dlpack__, the CUDA array interface, __array_interface__, __array__ and the buffer protocol")
     return ArgumentTypeError(f"input {index} is {what}: a kernel takes arrays. Pass a numpy array (np.asarray of "
                              "numbers), or an array of a library that exports one (torch, JAX, cupy ...)")
+
+
+def _dlpack_fault(value: Any) -> str:
+    """Why an object with ``__dlpack__`` could not be read through DLPack: its ``__dlpack_device__``, which says
+    where the memory is, is missing, raised, or answered something other than two integers."""
+    probe = getattr(value, "__dlpack_device__", None)
+    if probe is None:
+        return "which has __dlpack__ but no __dlpack_device__ (DLPack needs both, to know where the memory is)"
+    try:
+        answer = probe()
+    except Exception as exc:  # noqa: BLE001 - the producer's own error, reported as it is
+        return f"whose __dlpack_device__() raised {type(exc).__name__}: {exc}"
+    return f"whose __dlpack_device__() answered {answer!r}, not (device type, device id)"
 
 
 def checked_dtype(arr: Any, index: int, value: Any) -> None:

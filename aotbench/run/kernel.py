@@ -22,6 +22,7 @@ from ..native.attrs import TypedAttr, typed
 from ..native.dtypes import dtype_string
 from ..native.loading import KernelLibrary
 from ..native.runtime import Runtime
+from ..spec.declared import check_declared
 from ..spec.spec import OpSpec
 from . import forking, interop
 from .plan import Plan, make_plan
@@ -78,8 +79,15 @@ class Kernel:
         return tuple(args[:len(args) - n_attr]), tuple(args[len(args) - n_attr:])
 
     def call_attrs(self, values: tuple) -> list[TypedAttr]:
-        """The call attributes with these values, typed (a mistyped value is refused here)."""
-        return [typed(name, v) for name, v in zip(self.spec.call_attrs, values)]
+        """The call attributes with these values, typed; a value that is no attribute, or contradicts the type
+        the registration declares for it, is refused here (before anything runs)."""
+        attrs = [typed(name, v, call=True) for name, v in zip(self.spec.call_attrs, values)]
+        reg = self.spec.reg_info
+        if reg is not None and reg.value_types:
+            declared = reg.declared
+            for attr in attrs:
+                check_declared(self.name, attr, declared.get(attr.name))
+        return attrs
 
     def all_attrs(self, values: tuple) -> list[TypedAttr]:
         """Every attribute a call's AotExtra holds: the op's own, then the call attributes with these values."""

@@ -9,6 +9,7 @@ accepted dtype combinations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..native.attrs import TypedAttr, check_name, typed
 from ..native.dtypes import DTYPE_STRINGS
@@ -50,6 +51,12 @@ class OpInfo:
     dtype_formats: tuple[tuple[str, ...], ...]  # one row per combination: inputs then outputs ("" = any)
     target: str | None = None
     has_dtype_format: bool = False  # any .dtype_format(...) given, even only None_None (MindSpore requires one)
+    value_types: tuple[tuple[str, str], ...] = ()  # (name, value_type) as .attr declared them ("all" included)
+
+    @cached_property
+    def declared(self) -> dict[str, str]:
+        """The declared value_type of each attribute that has one, by name (read at every call)."""
+        return dict(self.value_types)
 
     def output_dtypes(self, input_dtypes: tuple[str, ...]) -> tuple[str, ...] | None:
         """The output dtypes the registration gives for these input dtypes (None: it does not say).
@@ -77,6 +84,7 @@ class CustomRegOp:
     _outputs: list[str] = field(default_factory=list)
     _attrs: list[TypedAttr] = field(default_factory=list)
     _call_attrs: list[str] = field(default_factory=list)
+    _value_types: list[tuple[str, str]] = field(default_factory=list)
     _dtype_formats: list[tuple[str, ...]] = field(default_factory=list)
     _target: str | None = None
 
@@ -102,6 +110,8 @@ class CustomRegOp:
 
     def attr(self, name=None, param_type=None, value_type=None, default_value=None, **kwargs) -> CustomRegOp:
         check_name(name)
+        if isinstance(value_type, str):
+            self._value_types.append((name, value_type))
         if "value" in kwargs:
             self._attrs.append(typed(name, kwargs["value"]))
         else:
@@ -127,4 +137,5 @@ class CustomRegOp:
         if all(all(d == "" for d in row) for row in formats):
             formats = ()  # only None_None: any dtype
         return OpInfo(self.op_name, tuple(self._inputs), tuple(self._outputs), tuple(self._attrs),
-                      tuple(self._call_attrs), formats, self._target, bool(self._dtype_formats))
+                      tuple(self._call_attrs), formats, self._target, bool(self._dtype_formats),
+                      tuple(self._value_types))

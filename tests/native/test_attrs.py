@@ -216,6 +216,37 @@ def test_call_argument_attribute_errors(scale_add, rng):
     np.testing.assert_allclose(scale_add(x, x, 0.25), np.float32(1.25) * x, rtol=1e-6)
 
 
+def test_call_attribute_checked_against_its_declared_type(scale_add, rng):
+    """alpha is declared "float": an int, a bool or a list is refused before the kernel runs (its Init would read
+    Attr<float>), naming the declared type and the value to pass; the op works right after."""
+    x = rng.standard_normal(4).astype(np.float32)
+    n = int(rng.integers(2, 1000))
+    for value, hint in [(n, f"Pass {float(n)!r} (a float)"), (np.int32(n), f"Pass {float(n)!r} (a float)"),
+                        (True, "a Python float"), ([0.5], "a Python float")]:
+        with pytest.raises(aotbench.AttrError) as info:
+            scale_add(x, x, value)
+        text = str(info.value)
+        assert "call attribute 'alpha' is declared 'float'" in text and hint in text, text
+        assert "read attribute" not in text and info.value.requested == "float"  # refused before any read
+    alpha = float(rng.standard_normal())
+    np.testing.assert_allclose(scale_add(x, x, alpha), np.float32(alpha + 1) * x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("value_type", ["all", "double", None])
+def test_call_attribute_without_a_checked_type_is_judged_by_the_kernels_read(value_type, rng):
+    """"all", a type aotbench does not know, or none: the kernel's Attr<float> read decides, and the message
+    says the value came with the call (not that it was registered)."""
+    reg = (aotbench.CustomRegOp("ScaleAdd").input(0, "x").input(1, "y").output(0, "out")
+           .attr("alpha", "required", value_type).target("CPU").get_op_info())
+    op = aotbench.Custom(f"{ATTRS_SRC}:ScaleAdd", lambda x, y: x, None, reg_info=reg)
+    x = rng.standard_normal(3).astype(np.float32)
+    with pytest.raises(aotbench.AttrError) as info:
+        op(x, x, int(rng.integers(2, 100)))
+    text = str(info.value)
+    assert "read attribute 'alpha' as Attr<float>, but it was given with the call as int64_t" in text, text
+    assert "with the call" in text.split("Read it as")[1] and "register a value" not in text
+
+
 def test_registered_value_attribute(rng):
     """.attr(..., value=V) registers a fixed attribute: op(x, y) with no extra argument uses V."""
     alpha = float(rng.standard_normal())

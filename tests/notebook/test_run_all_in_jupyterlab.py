@@ -5,8 +5,9 @@ This is a newcomer's first hour, done for real: a virtual environment with only 
 packages), this machine's CUDA compiler on PATH and no ``cuobjdump`` or ``nvdisasm`` of the system's (as on a
 machine with a bare CUDA compiler: the extra must bring what notebook 04 reads SASS with), ``jupyter lab`` from
 that environment, Debian's Chromium clicking the menu, and the notebook saved through the File menu and read back:
-every code cell has run, and only cells tagged ``raises-exception`` hold an error (JupyterLab's Run All stops at
-any other error, so a cell without an execution count is one the run never reached).
+every code cell has run, and only cells tagged ``raises-exception`` hold an error (the stored execution counts are
+cleared before the notebook opens, and JupyterLab's Run All stops at any other error, so a cell without an
+execution count is one the run never reached).
 """
 
 from __future__ import annotations
@@ -114,22 +115,38 @@ def _click_menu(page, menu: str, command: str, label: str) -> None:
     item.first.click()
 
 
+# The notebook in view (each opens in a workspace of its own, so it is the only one; this guards that too).
+SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 # Every code cell's prompt has a number and none is queued or running ("[*]"), and the kernel is idle.
 FINISHED = r"""
 (n) => {
-  const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
+  const shown = document.querySelectorAll('%s');
+  if (shown.length !== 1) return false;
+  const prompts = [...shown[0].querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
   const idle = document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
   return prompts.length === n && idle && !prompts.some(t => t.includes('*'));
 }
-"""
+""" % SHOWN
+
+
+def _forget_execution_counts(path: Path) -> int:
+    """Clear the stored execution counts (the outputs stay, as a newcomer finds them), so that a cell the run
+    never reached shows as such; the number of code cells."""
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for cell in code:
+        cell["execution_count"] = None
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return len(code)
 
 
 def _run_all(page, url: str, path: Path, console: list[str], log: Path) -> dict:
     """Open the notebook, Run > Run All Cells, wait, File > Save, and return the saved notebook."""
-    n_code = sum(c["cell_type"] == "code" for c in json.loads(path.read_text())["cells"])
+    n_code = _forget_execution_counts(path)
     page.goto(url, wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
     try:
-        page.wait_for_function(f"() => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === {n_code}",
+        page.wait_for_function(f"() => [...document.querySelectorAll('{SHOWN}')].map(p => "
+                               f"p.querySelectorAll('.jp-CodeCell').length).join() === '{n_code}'",
                                timeout=PAGE_TIMEOUT_MS)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=PAGE_TIMEOUT_MS)
     except Exception as exc:
@@ -141,12 +158,32 @@ def _run_all(page, url: str, path: Path, console: list[str], log: Path) -> dict:
     page.wait_for_timeout(2000)  # the queue shows "[*]" before the first cell ends
     page.wait_for_function(FINISHED, arg=n_code, timeout=RUN_TIMEOUT_MS, polling=1000)
     print(f"{path.name}: Run All in {time.perf_counter() - start:.0f} s")
-    _click_menu(page, "File", "docmanager:save", "Save( Notebook)?")
-    deadline = time.monotonic() + 60
-    while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert path.stat().st_mtime_ns != before, f"{path.name} was not saved"
+    _save(page, path, before, log)
     return json.loads(path.read_text())
+
+
+def _saved(page, path: Path, before: int, seconds: float) -> bool:
+    """Whether the file is written within ``seconds``. The wait is the page's: Playwright's sync API serves the
+    page's requests (routed through :func:`browser_support.local_page`, the save's PUT among them) only while
+    a call into it is under way, so a ``time.sleep`` here would hold the save back."""
+    deadline = time.monotonic() + seconds
+    while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    return path.stat().st_mtime_ns != before
+
+
+def _save(page, path: Path, before: int, log: Path) -> None:
+    """File > Save, as a user saves; if the file stays unwritten, the assertion shows what the page displays."""
+    page.keyboard.press("Escape")  # whatever the run left focused or open
+    _click_menu(page, "File", "docmanager:save", "Save( Notebook)?")
+    if _saved(page, path, before, 60):
+        return
+    shot = log.with_name(f"{path.stem}-not-saved.png")
+    page.screenshot(path=str(shot))
+    dialogs = page.locator(".jp-Dialog").all_inner_texts()
+    dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty").all_inner_texts()
+    raise AssertionError(f"{path.name} was not saved through File > Save; dialogs: {dialogs}; unsaved tabs: "
+                         f"{dirty}; screenshot: {shot}\n{support.tail(log)}")
 
 
 def _problems(nb: dict) -> list[str]:
@@ -155,7 +192,7 @@ def _problems(nb: dict) -> list[str]:
     for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
         tagged = EXPECTED_ERROR_TAG in cell.get("metadata", {}).get("tags", [])
         errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
-        if cell.get("execution_count") is None:
+        if cell.get("execution_count") is None:  # cleared before the run: a cell the run never reached
             found.append(f"code cell {i} never ran: {cell['source'][:80]!r}")
         elif errors and not tagged:
             found.append(f"code cell {i} raised {errors[0]['ename']}: {errors[0]['evalue'][:300]}")
@@ -167,9 +204,6 @@ def _problems(nb: dict) -> list[str]:
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks in notebooks/")
-@pytest.mark.skipif(os.environ.get("AOTBENCH_RUN_ALL") != "1",
-                    reason="AOTBENCH_RUN_ALL=1 runs it: notebook 01 passes Run All here, but a run of all five in "
-                           "CI failed and is not yet diagnosed (issue 27's note)")
 def test_every_notebook_runs_all_in_jupyterlab_after_the_readme_install(notebook_install, marker, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -192,8 +226,9 @@ def test_every_notebook_runs_all_in_jupyterlab_after_the_readme_install(notebook
                 page = support.local_page(browser, {"width": 1400, "height": 900}, origin, console)
                 for source in NOTEBOOKS:
                     path = repo / "notebooks" / source.name
-                    nb = _run_all(page, f"{origin}/lab/tree/notebooks/{source.name}?token={token}", path, console,
-                                  log)
+                    # a workspace per notebook: JupyterLab would otherwise reopen the last one beside it
+                    url = f"{origin}/lab/workspaces/run-{source.stem}/tree/notebooks/{source.name}?token={token}"
+                    nb = _run_all(page, url, path, console, log)
                     problems[source.name] = _problems(nb)
             finally:
                 browser.close()

@@ -177,11 +177,12 @@ def test_mistyped_attribute(fail, x, rng, mode):
 
 
 def test_mode_of_wrong_type_is_attr_error(fail, x, rng):
-    """The call attribute read as Attr<std::string> but passed as an int is an AttrError from InferShape."""
+    """The call attribute declared "str" but passed as an int is an AttrError before InferShape runs."""
     op, _ = fail
     with pytest.raises(aotbench.AttrError) as info:
         op(x, 3)
     assert (info.value.name, info.value.requested, info.value.registered) == ("mode", "std::string", "int64_t")
+    assert "declared 'str'" in str(info.value) and "read attribute" not in str(info.value)
     assert_still_works(op, rng)
 
 

@@ -5,7 +5,7 @@ runs, call attributes from other libraries' scalars, and the guide page's exampl
 The kernels below are the test's own: ``Combine`` adds two inputs of float32/float64/int32/uint8/bfloat16
 (bfloat16 through float with round-to-nearest-even, as ml_dtypes rounds), ``Where`` reports the address of the
 memory it was given, ``Poke`` writes into its input (a contract breach the guard reports), ``Both`` has two
-outputs. There is no GPU here: objects that only *report* a CUDA device stand in for GPU tensors.
+outputs, ``Wide`` writes 64-bit values no 32-bit dtype holds. There is no GPU here: objects that only *report* a CUDA device stand in for GPU tensors.
 """
 
 from __future__ import annotations
@@ -75,6 +75,16 @@ extern "C" int Both(int nparam, void **p, int *ndims, int64_t **shapes, const ch
 }
 extern "C" int Where(int nparam, void **p, int *, int64_t **, const char **, void *, void *) {
   static_cast<int64_t *>(p[1])[0] = reinterpret_cast<int64_t>(p[0]);
+  return 0;
+}
+extern "C" int Wide(int nparam, void **p, int *ndims, int64_t **shapes, const char **, void *, void *) {
+  const float *x = static_cast<const float *>(p[0]);
+  for (int64_t i = 0; i < count(ndims[0], shapes[0]); i++) {  // values 32-bit types cannot hold
+    static_cast<double *>(p[1])[i] = double(x[i]) * 1e300;
+    static_cast<int64_t *>(p[2])[i] = (int64_t(1) << 40) + i;
+    static_cast<uint64_t *>(p[3])[i] = (uint64_t(1) << 63) + i;
+    static_cast<float *>(p[4])[i] = x[i];
+  }
   return 0;
 }
 extern "C" int Poke(int nparam, void **p, int *ndims, int64_t **shapes, const char **, void *, void *) {
@@ -176,6 +186,30 @@ def test_tuple_outputs_stay_a_tuple(source, rng):
         assert isinstance(out, tuple) and len(out) == 2 and all(isinstance(o, jax.Array) for o in out)
         np.testing.assert_array_equal(np.asarray(out[0]), x + y)
         np.testing.assert_array_equal(np.asarray(out[1]), x)
+
+
+def test_jax_without_x64_gets_64_bit_outputs_as_numpy_with_every_value(source, rng):
+    op = aotbench.Custom(f"{source}:Wide", lambda x: (x, x, x, x), (np.float64, np.int64, np.uint64, np.float32))
+    x = random(rng, np.float32, (int(rng.integers(2, 30)),))
+    n = np.arange(x.size)
+    want = (x.astype(np.float64) * 1e300, 2**40 + n, np.uint64(2**63) + n.astype(np.uint64), x)
+    assert not jax.config.jax_enable_x64
+    for _ in range(2):  # the guarded first call, then the plan's
+        with pytest.warns(aotbench.NarrowingWarning) as record:
+            out = op(jnp.asarray(x))
+        assert [type(o) for o in out[:3]] == [np.ndarray] * 3 and isinstance(out[3], jax.Array)
+        for got, expected in zip(out, want):
+            np.testing.assert_array_equal(np.asarray(got), expected, strict=True)
+        texts = sorted(str(w.message) for w in record)
+        assert len(texts) == 3 and all("jax_enable_x64" in t for t in texts)
+        assert [t.split("dtype ")[1].split(" ")[0] for t in texts] == ["float64", "int64", "uint64"]
+        assert {w.filename for w in record} == {__file__}  # the warning names the caller's line
+    with jax.enable_x64(True), warnings.catch_warnings():
+        warnings.simplefilter("error", aotbench.NarrowingWarning)
+        out = op(jnp.asarray(x))
+        assert all(isinstance(o, jax.Array) for o in out)
+        for got, expected in zip(out, want):
+            np.testing.assert_array_equal(np.asarray(got), expected, strict=True)
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (2, 0)])
@@ -390,6 +424,45 @@ def test_object_without_protocols_names_its_type(combine, rng):
     assert "dtype object" not in text
     with pytest.raises(ArgumentTypeError, match=r"input 0 is a list that numpy reads only as Python objects"):
         combine([1.0, "a", None], x)
+
+
+def test_broken_dlpack_device_is_named_not_called_missing(combine, rng):
+    class Raises:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("never reached: the device is asked first")
+
+        def __dlpack_device__(self):
+            raise RuntimeError(f"device lost {token}")
+
+    class NoDevice:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("never reached")
+
+    class Odd(Raises):
+        def __dlpack_device__(self):
+            return "cpu"
+
+    token = str(rng.integers(1 << 30))
+    x = random(rng, np.float32, (3,))
+    expected = {Raises: f"__dlpack_device__() raised RuntimeError: device lost {token}",
+                NoDevice: "has __dlpack__ but no __dlpack_device__", Odd: "__dlpack_device__() answered 'cpu'"}
+    for kind, words in expected.items():
+        with pytest.raises(ArgumentTypeError) as info:
+            combine(x, kind())
+        text = str(info.value)
+        assert words in text and "input 1" in text and kind.__name__ in text and "none of" not in text
+
+
+def test_traced_jax_arrays_name_the_way_out(combine, rng):
+    x = random(rng, np.float32, (6,))
+    y = random(rng, np.float32, (6,))
+    for transform in (jax.jit, jax.vmap, jax.grad):
+        with pytest.raises(ArgumentTypeError) as info:
+            transform(lambda a: combine(a, y).sum() if transform is jax.grad else combine(a, y))(jnp.asarray(x))
+        assert "Tracer" in str(info.value) and "jax.pure_callback(op" in str(info.value)
+    # the way out the message gives works
+    traced = jax.jit(lambda a: jax.pure_callback(combine, jax.ShapeDtypeStruct(a.shape, a.dtype), a, y) * 2)
+    np.testing.assert_array_equal(np.asarray(traced(jnp.asarray(x))), (x + y) * 2)
 
 
 def test_buffer_protocol_and_array_interface_still_read(combine, rng):
