@@ -418,8 +418,8 @@ class DynamicShapeWarning(AotbenchWarning):
 
 class NarrowingWarning(AotbenchWarning):
     """An output's dtype would be narrowed by the caller's library (JAX without ``jax_enable_x64`` turns int64,
-    uint64, float64 and complex128 into their 32-bit kinds, losing values): that output is returned as a numpy
-    array instead, with every value kept."""
+    uint64, float64 and complex128 into their 32-bit kinds): that output is returned as it is, a numpy array (a
+    cupy array from a gpu op), with every value kept."""
 
 
 class EmulationWarning(AotbenchWarning):

@@ -8,6 +8,7 @@ no import, for the names and values aotbench accepts.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,11 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
+def _value_type(declared: str | None) -> str:
+    """A registration's value_type as Python source ("all" where it declared none)."""
+    return json.dumps(declared if declared is not None else "all")
+
+
 def mstype_name(dtype: np.dtype) -> str:
     name = dtype_string(np.dtype(dtype))
     return "mstype.bool_" if name == "bool" else f"mstype.{name}"
@@ -60,10 +66,13 @@ def registration(op: Op, reg_name: str, inputs: list[np.ndarray], outputs: list[
         rows.append(example)  # MindSpore refuses a registration without one
     for row in rows:
         lines.append("            .dtype_format(" + ", ".join(_DATATYPE.get(d, "DataType.None_None") for d in row) + ")")
+    declared = reg.declared if reg else {}  # the value_types the registration gave, kept ("all" where none)
     for attr in spec.attrs:
-        lines.append(f'            .attr({attr.name!r}, "required", "all", value={literal(attr.value)})')
+        lines.append(f'            .attr({attr.name!r}, "required", {_value_type(attr.declared)}, '
+                     f'value={literal(attr.value)})')
     for attr_name in spec.call_attrs:
-        lines.append(f'            .attr({attr_name!r}, "required", "all")  # given with each call')
+        lines.append(f'            .attr({attr_name!r}, "required", {_value_type(declared.get(attr_name))})  '
+                     '# given with each call')
     lines.append(f'            .target("{spec.target.upper()}")')
     lines.append("            .get_op_info())")
     return lines

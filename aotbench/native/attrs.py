@@ -73,6 +73,8 @@ class TypedAttr:
     value: object
     #: Given with each call (a call attribute), not registered with the op: said so in errors.
     call: bool = field(default=False, compare=False)
+    #: The value_type its registration declares (``.attr(name, "required", "float")``), for errors' advice.
+    declared: str | None = field(default=None, compare=False)
 
 
 def check_name(name: object) -> str:
@@ -82,11 +84,11 @@ def check_name(name: object) -> str:
     return name
 
 
-def typed(name: str, value: object, call: bool = False) -> TypedAttr:
-    """Type one attribute value (``call``: given with a call); an :class:`AttrError` says why a value cannot be
-    an attribute."""
+def typed(name: str, value: object, call: bool = False, declared: str | None = None) -> TypedAttr:
+    """Type one attribute value (``call``: given with a call; ``declared``: the registration's value_type); an
+    :class:`AttrError` says why a value cannot be an attribute."""
     kind, typed_value = _kind_and_value(name, value)
-    return TypedAttr(name, kind, typed_value, call)
+    return TypedAttr(name, kind, typed_value, call, declared)
 
 
 def _kind_and_value(name: str, value: object) -> tuple[AttrKind, object]:
@@ -129,6 +131,11 @@ def _foreign(name: str, value: object) -> object:
             return dlpack.to_numpy(value).tolist()
         return value.tolist()  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001 - whatever the library raised
+        if "Tracer" in type(value).__name__:  # JAX's stand-in for a value inside jax.jit, vmap or grad
+            raise AttrError(f"attribute {name!r} is a {type(value).__name__}: inside jax.jit, vmap or grad it has no "
+                            "value yet, and an attribute needs one when the op is called. Pass a Python number "
+                            "(mark the argument static: jax.jit(f, static_argnums=...), or close over it)",
+                            name=name) from exc
         raise AttrError(f"attribute {name!r}: its value, a {type(value).__name__}, could not be read ({exc}); pass a "
                         "Python number, str or list", name=name) from exc
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._userframe import user_stacklevel
 from ..errors import AttrError, AttrMemoryError, FloatingPointEnvWarning, KernelError, LoadError, SignalStateWarning
-from . import fpenv, interrupts
+from . import attr_hints, fpenv, interrupts
 from .attrs import AttrKind, TypedAttr
 
 
@@ -413,13 +413,9 @@ class Runtime:
                    f"called {name!r}. Registered attributes: {listing}. Pass it with attrs={{{name!r}: ...}} or "
                    "CustomRegOp(...).attr(...).")
         else:
-            attr = next((a for a in attrs if a.name == name), None)
-            value = attr.value if attr is not None else None
-            readable = " or ".join(f"Attr<{k.cpp}>" for k in registered.readable_as)
-            given, fix = (("was given with the call as", "pass a value of the matching Python type with the call")
-                          if attr is not None and attr.call else
-                          ("is registered as", "register a value of the matching Python type"))
+            attr = next((a for a in attrs if a.name == name), None) or TypedAttr(name, registered, None)
+            given = "was given with the call as" if attr.call else "is registered as"
             msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it {given} "
-                   f"{registered.cpp} (value {value!r}); there is no implicit conversion. Read it as "
-                   f"{readable} or {fix}. Registered attributes: {listing}.")
+                   f"{registered.cpp} (value {attr.value!r}); there is no implicit conversion (nor in MindSpore). "
+                   f"{attr_hints.advice(attr, requested)} Registered attributes: {listing}.")
         return AttrError(msg, name=name, requested=requested.cpp, registered=registered.cpp, names=names)

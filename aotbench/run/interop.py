@@ -65,7 +65,7 @@ class Library:
         return self._one(result)
 
     def _one(self, out: Any) -> Any:
-        if self.kept_as is not None and self._narrows(np.dtype(out.dtype)):
+        if self.kept_as is not None and self._narrows(out):
             return out
         if isinstance(out, np.ndarray):
             if self.alignment > 1 and out.ctypes.data % self.alignment:
@@ -74,8 +74,9 @@ class Library:
         return self.from_dlpack(out)  # a device array: it exports itself
 
 
-    def _narrows(self, dtype: np.dtype) -> bool:
-        """Whether from_dlpack would turn ``dtype`` into a narrower one (then the output is kept, and said)."""
+    def _narrows(self, out: Any) -> bool:
+        """Whether from_dlpack would turn ``out``'s dtype into a narrower one (then ``out`` is kept, and said)."""
+        dtype = np.dtype(out.dtype)
         try:
             kept = np.dtype(self.kept_as(dtype))  # type: ignore[misc]
         except Exception:  # noqa: BLE001 - a dtype the library has no rule for: it keeps it
@@ -83,8 +84,9 @@ class Library:
         if kept == dtype:
             return False
         warnings.warn(NarrowingWarning(
-            f"an output of dtype {dtype} is returned as a numpy array: {self.name}'s from_dlpack would make it "
-            f"{kept}, losing values (JAX keeps 64-bit types only with jax.config.update(\"jax_enable_x64\", True))"),
+            f"an output of dtype {dtype} is returned as a {type(out).__module__.partition('.')[0]} array: "
+            f"{self.name}'s from_dlpack would make it {kept}, which can lose values (JAX keeps 64-bit types only "
+            "with jax.config.update(\"jax_enable_x64\", True))"),
             stacklevel=user_stacklevel())
         return True
 
@@ -148,12 +150,12 @@ def describe(value: Any) -> str:
 
 
 def dlpack_device(value: Any) -> tuple[int, int] | None:
-    """(DLPack device type, device id) of an object that speaks DLPack; None for one that does not."""
-    probe = getattr(value, "__dlpack_device__", None)
-    if probe is None or not hasattr(value, "__dlpack__"):
-        return None
+    """(DLPack device type, device id) of an object that speaks DLPack; None for one that does not, or whose
+    ``__dlpack_device__`` fails (:func:`not_an_array` says how)."""
     try:
-        device_type, device_id = probe()
+        if not hasattr(value, "__dlpack__"):
+            return None
+        device_type, device_id = value.__dlpack_device__()
         return int(device_type), int(device_id)
     except Exception:  # noqa: BLE001 - a half-implemented protocol: fall back to the others (not_an_array says it)
         return None
@@ -208,7 +210,8 @@ def host_array(value: Any, index: int, runs: str = "on the CPU") -> np.ndarray:
                 raise ArgumentTypeError(
                     f"input {index} is {describe(value)}: inside jax.jit, vmap or grad an array has no values yet, "
                     "and a kernel needs them. Call the op outside the transformation, or inside it through "
-                    "jax.pure_callback(op, jax.ShapeDtypeStruct(shape, dtype), x) (which has no gradient)") from exc
+                    "jax.pure_callback(op, jax.ShapeDtypeStruct(shape, dtype), x, vmap_method=\"sequential\") "
+                    "(which has no gradient)") from exc
             raise ArgumentTypeError(f"input {index} ({describe(value)}) cannot be used as a numpy array: "
                                     f"{exc}") from exc
         if arr.dtype == object:
@@ -237,13 +240,16 @@ def not_an_array(index: int, value: Any) -> ArgumentTypeError:
 def _dlpack_fault(value: Any) -> str:
     """Why an object with ``__dlpack__`` could not be read through DLPack: its ``__dlpack_device__``, which says
     where the memory is, is missing, raised, or answered something other than two integers."""
-    probe = getattr(value, "__dlpack_device__", None)
-    if probe is None:
-        return "which has __dlpack__ but no __dlpack_device__ (DLPack needs both, to know where the memory is)"
     try:
-        answer = probe()
+        answer = value.__dlpack_device__()
+    except AttributeError as exc:
+        if "__dlpack_device__" in str(exc):
+            return "which has __dlpack__ but no __dlpack_device__ (DLPack needs both, to know where the memory is)"
+        return f"whose __dlpack_device__ raised AttributeError: {exc}"
     except Exception as exc:  # noqa: BLE001 - the producer's own error, reported as it is
-        return f"whose __dlpack_device__() raised {type(exc).__name__}: {exc}"
+        return f"whose __dlpack_device__ raised {type(exc).__name__}: {exc}"
+    if isinstance(answer, tuple) and len(answer) == 2 and all(isinstance(a, int) for a in answer):
+        return f"whose __dlpack_device__ failed when aotbench first asked, then answered {answer!r}"
     return f"whose __dlpack_device__() answered {answer!r}, not (device type, device id)"
 
 

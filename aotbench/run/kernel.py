@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +24,6 @@ from ..native.attrs import TypedAttr, typed
 from ..native.dtypes import dtype_string
 from ..native.loading import KernelLibrary
 from ..native.runtime import Runtime
-from ..spec.declared import check_declared
 from ..spec.spec import OpSpec
 from . import forking, interop
 from .plan import Plan, make_plan
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 # Every kernel alive in this process, so that a child made by os.fork() gets fresh locks (see _after_fork).
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 _ORPHANED_PLANS: list = []  # in a forked child: OpenMP kernels' plans, kept so that no kernel code frees them there
+
+
+_NOTHING_DECLARED: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,15 +83,11 @@ class Kernel:
         return tuple(args[:len(args) - n_attr]), tuple(args[len(args) - n_attr:])
 
     def call_attrs(self, values: tuple) -> list[TypedAttr]:
-        """The call attributes with these values, typed; a value that is no attribute, or contradicts the type
-        the registration declares for it, is refused here (before anything runs)."""
-        attrs = [typed(name, v, call=True) for name, v in zip(self.spec.call_attrs, values)]
+        """The call attributes with these values, typed (a value no attribute can hold is refused here), each
+        with the value_type its registration declares (for the advice of a kernel's mistyped read)."""
         reg = self.spec.reg_info
-        if reg is not None and reg.value_types:
-            declared = reg.declared
-            for attr in attrs:
-                check_declared(self.name, attr, declared.get(attr.name))
-        return attrs
+        declared = reg.declared if reg is not None else _NOTHING_DECLARED
+        return [typed(name, v, True, declared.get(name)) for name, v in zip(self.spec.call_attrs, values)]
 
     def all_attrs(self, values: tuple) -> list[TypedAttr]:
         """Every attribute a call's AotExtra holds: the op's own, then the call attributes with these values."""

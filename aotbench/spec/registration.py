@@ -8,8 +8,10 @@ accepted dtype combinations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 
 from ..native.attrs import TypedAttr, check_name, typed
 from ..native.dtypes import DTYPE_STRINGS
@@ -54,9 +56,13 @@ class OpInfo:
     value_types: tuple[tuple[str, str], ...] = ()  # (name, value_type) as .attr declared them ("all" included)
 
     @cached_property
-    def declared(self) -> dict[str, str]:
-        """The declared value_type of each attribute that has one, by name (read at every call)."""
-        return dict(self.value_types)
+    def declared(self) -> Mapping[str, str]:
+        """The declared value_type of each attribute that has one, by name (read-only; read at every call)."""
+        return MappingProxyType(dict(self.value_types))
+
+    def __getstate__(self) -> dict:
+        """What pickling carries: the fields, not the read-only view above (made again where it is read)."""
+        return {k: v for k, v in self.__dict__.items() if k != "declared"}
 
     def output_dtypes(self, input_dtypes: tuple[str, ...]) -> tuple[str, ...] | None:
         """The output dtypes the registration gives for these input dtypes (None: it does not say).
@@ -110,10 +116,11 @@ class CustomRegOp:
 
     def attr(self, name=None, param_type=None, value_type=None, default_value=None, **kwargs) -> CustomRegOp:
         check_name(name)
-        if isinstance(value_type, str):
-            self._value_types.append((name, value_type))
+        declared = value_type if isinstance(value_type, str) else None
+        if declared is not None:
+            self._value_types.append((name, declared))
         if "value" in kwargs:
-            self._attrs.append(typed(name, kwargs["value"]))
+            self._attrs.append(typed(name, kwargs["value"], declared=declared))
         else:
             self._call_attrs.append(name)
         return self

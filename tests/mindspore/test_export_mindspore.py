@@ -30,11 +30,12 @@ def run_test(folder: Path, test: str) -> subprocess.CompletedProcess:
 
 
 def mix_op():
-    """AttrMix with seven attributes registered with values and ``scale`` given with each call."""
+    """AttrMix with seven attributes registered with values and ``scale`` given with each call (label declared
+    "str", scale "float", the others "all")."""
     reg = CustomRegOp("attr_mix").input(0, "x").output(0, "y")
-    for name, value in MIX_ATTRS.items():
-        reg = reg.attr(name, "required", "all", value=value)
-    reg = reg.attr("scale", "required", "all").target("CPU").get_op_info()
+    for name, value in MIX_ATTRS.items():  # label's declared type, scale's, and "all": kept in the export
+        reg = reg.attr(name, "required", "str" if name == "label" else "all", value=value)
+    reg = reg.attr("scale", "required", "float").target("CPU").get_op_info()
     return aotbench.Custom(f"{KERNELS}:AttrMix", lambda s: s, np.float32, reg_info=reg)
 
 
@@ -88,9 +89,9 @@ def test_every_attribute_kind_and_a_call_attribute_travel(tmp_path, rng):
     x = rng.standard_normal((17, 5)).astype(np.float32)
     export = op.export_mindspore(tmp_path, x, 0.37)
     module = (tmp_path / "attr_mix_op.py").read_text()
-    assert """.attr('label', "required", "all", value='h\u00e9llo')""" in module
+    assert """.attr('label', "required", "str", value='h\u00e9llo')""" in module
     assert """.attr('table', "required", "all", value=[[0.5], [], [2.25, -0.75]])""" in module
-    assert """.attr('scale', "required", "all")  # given with each call""" in module
+    assert """.attr('scale', "required", "float")  # given with each call""" in module
     assert "def __init__(self, attr_scale=0.37):" in module and "return self.op(x0, self.attr_scale)" in module
     assert "OUT_SHAPE = (17, 5)" in module and "out_shape was a Python function" in module
     done = run_test(tmp_path, export.test)

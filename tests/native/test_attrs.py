@@ -216,35 +216,67 @@ def test_call_argument_attribute_errors(scale_add, rng):
     np.testing.assert_allclose(scale_add(x, x, 0.25), np.float32(1.25) * x, rtol=1e-6)
 
 
-def test_call_attribute_checked_against_its_declared_type(scale_add, rng):
-    """alpha is declared "float": an int, a bool or a list is refused before the kernel runs (its Init would read
-    Attr<float>), naming the declared type and the value to pass; the op works right after."""
+def test_mistyped_call_attribute_names_the_value_to_pass(scale_add, rng):
+    """alpha is declared "float" and read as Attr<float>: an int, a bool or a list is refused by that read (no
+    conversion, as in MindSpore), and the error names the value to pass, which then works."""
     x = rng.standard_normal(4).astype(np.float32)
     n = int(rng.integers(2, 1000))
-    for value, hint in [(n, f"Pass {float(n)!r} (a float)"), (np.int32(n), f"Pass {float(n)!r} (a float)"),
-                        (True, "a Python float"), ([0.5], "a Python float")]:
+    for value, hint in [(n, f"Pass {float(n)!r} (a float) with the call, as its registration declares ('float')"),
+                        (np.int32(n), f"Pass {float(n)!r} (a float) with the call"),
+                        (True, "Pass a Python float with the call"), ([0.5], "Pass a Python float with the call")]:
         with pytest.raises(aotbench.AttrError) as info:
             scale_add(x, x, value)
         text = str(info.value)
-        assert "call attribute 'alpha' is declared 'float'" in text and hint in text, text
-        assert "read attribute" not in text and info.value.requested == "float"  # refused before any read
-    alpha = float(rng.standard_normal())
-    np.testing.assert_allclose(scale_add(x, x, alpha), np.float32(alpha + 1) * x, rtol=1e-5, atol=1e-6)
+        assert "read attribute 'alpha' as Attr<float>, but it was given with the call as" in text, text
+        assert hint in text and info.value.requested == "float", text
+    np.testing.assert_allclose(scale_add(x, x, float(n)), np.float32(n + 1) * x, rtol=1e-5, atol=1e-6)
+
+
+def test_declared_type_the_kernel_does_not_read_is_named(rng):
+    """Registered "float" but read as Attr<int64_t> (MindSpore runs it when given an int: value_type is not
+    enforced): an int works here too, and a float is refused with the int to pass and the registration to fix."""
+    reg = (aotbench.CustomRegOp("Echo").input(0, "x").output(0, "y").attr("read", "required", "str", value="i:n")
+           .attr("n", "required", "float").get_op_info())
+    op = aotbench.Custom(f"{ATTRS_SRC}:Echo", (ECHO_WORDS,), np.int64, reg_info=reg)
+    x = np.zeros(2, np.float32)
+    n = int(rng.integers(-(2**40), 2**40))
+    assert decode(op(x, n), [("i", "n")]) == [n]
+    with pytest.raises(aotbench.AttrError) as info:
+        op(x, float(n))
+    text = str(info.value)
+    assert f"Pass {n!r} (an int) with the call and declare it 'int' in the registration, which says 'float'" in text
+    with pytest.raises(aotbench.AttrError) as info:
+        op(x, 2.0**63)  # no int64 holds it: no such value is offered
+    assert "Pass a Python int" in str(info.value) and str(2**63) not in str(info.value)
 
 
 @pytest.mark.parametrize("value_type", ["all", "double", None])
-def test_call_attribute_without_a_checked_type_is_judged_by_the_kernels_read(value_type, rng):
-    """"all", a type aotbench does not know, or none: the kernel's Attr<float> read decides, and the message
-    says the value came with the call (not that it was registered)."""
+def test_call_attribute_without_a_known_declared_type(value_type, rng):
+    """"all", a type aotbench does not know, or none: the advice comes from the kernel's read alone, and says the
+    value came with the call (not that it was registered)."""
     reg = (aotbench.CustomRegOp("ScaleAdd").input(0, "x").input(1, "y").output(0, "out")
            .attr("alpha", "required", value_type).target("CPU").get_op_info())
     op = aotbench.Custom(f"{ATTRS_SRC}:ScaleAdd", lambda x, y: x, None, reg_info=reg)
     x = rng.standard_normal(3).astype(np.float32)
+    n = int(rng.integers(2, 100))
     with pytest.raises(aotbench.AttrError) as info:
-        op(x, x, int(rng.integers(2, 100)))
+        op(x, x, n)
     text = str(info.value)
     assert "read attribute 'alpha' as Attr<float>, but it was given with the call as int64_t" in text, text
-    assert "with the call" in text.split("Read it as")[1] and "register a value" not in text
+    assert f"Pass {float(n)!r} (a float) with the call, or read it as Attr<int64_t>." in text, text
+    assert "registration" not in text.split("Registered attributes")[0]
+
+
+def test_registered_value_of_another_type_than_declared(rng):
+    """A value= attribute declared "float" but given 2: the read fails, and the advice is about the
+    registration's value."""
+    reg = (aotbench.CustomRegOp("ScaleAdd").input(0, "x").input(1, "y").output(0, "out")
+           .attr("alpha", "required", "float", value=2).target("CPU").get_op_info())
+    op = aotbench.Custom(f"{ATTRS_SRC}:ScaleAdd", lambda x, y: x, None, reg_info=reg)
+    x = rng.standard_normal(3).astype(np.float32)
+    with pytest.raises(aotbench.AttrError, match=r"is registered as int64_t \(value 2\).*Pass 2\.0 \(a float\) in "
+                       r"the registration \(value=\.\.\.\), as its registration declares \('float'\)"):
+        op(x, x)
 
 
 def test_registered_value_attribute(rng):

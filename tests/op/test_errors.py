@@ -177,12 +177,13 @@ def test_mistyped_attribute(fail, x, rng, mode):
 
 
 def test_mode_of_wrong_type_is_attr_error(fail, x, rng):
-    """The call attribute declared "str" but passed as an int is an AttrError before InferShape runs."""
+    """The call attribute read as Attr<std::string> (and declared "str") but passed as an int is an AttrError from
+    InferShape that says to pass a str, as the registration declares."""
     op, _ = fail
     with pytest.raises(aotbench.AttrError) as info:
         op(x, 3)
     assert (info.value.name, info.value.requested, info.value.registered) == ("mode", "std::string", "int64_t")
-    assert "declared 'str'" in str(info.value) and "read attribute" not in str(info.value)
+    assert "Pass a str with the call, as its registration declares ('str')" in str(info.value)
     assert_still_works(op, rng)
 
 

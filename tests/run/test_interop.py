@@ -444,8 +444,24 @@ def test_broken_dlpack_device_is_named_not_called_missing(combine, rng):
 
     token = str(rng.integers(1 << 30))
     x = random(rng, np.float32, (3,))
-    expected = {Raises: f"__dlpack_device__() raised RuntimeError: device lost {token}",
-                NoDevice: "has __dlpack__ but no __dlpack_device__", Odd: "__dlpack_device__() answered 'cpu'"}
+    class RaisingProperty(NoDevice):
+        @property
+        def __dlpack_device__(self):
+            raise RuntimeError(f"property lost {token}")
+
+    class Flaky(NoDevice):
+        calls = 0
+
+        def __dlpack_device__(self):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("first time")
+            return (1, 0)
+
+    expected = {Raises: f"__dlpack_device__ raised RuntimeError: device lost {token}",
+                NoDevice: "has __dlpack__ but no __dlpack_device__", Odd: "__dlpack_device__() answered 'cpu'",
+                RaisingProperty: f"__dlpack_device__ raised RuntimeError: property lost {token}",
+                Flaky: "__dlpack_device__ failed when aotbench first asked, then answered (1, 0)"}
     for kind, words in expected.items():
         with pytest.raises(ArgumentTypeError) as info:
             combine(x, kind())
@@ -460,9 +476,26 @@ def test_traced_jax_arrays_name_the_way_out(combine, rng):
         with pytest.raises(ArgumentTypeError) as info:
             transform(lambda a: combine(a, y).sum() if transform is jax.grad else combine(a, y))(jnp.asarray(x))
         assert "Tracer" in str(info.value) and "jax.pure_callback(op" in str(info.value)
-    # the way out the message gives works
-    traced = jax.jit(lambda a: jax.pure_callback(combine, jax.ShapeDtypeStruct(a.shape, a.dtype), a, y) * 2)
+    # the way out the message gives works, under jit and vmap
+    def through(a, b):
+        return jax.pure_callback(combine, jax.ShapeDtypeStruct(a.shape, a.dtype), a, b, vmap_method="sequential")
+
+    traced = jax.jit(lambda a: through(a, y) * 2)
     np.testing.assert_array_equal(np.asarray(traced(jnp.asarray(x))), (x + y) * 2)
+    rows, more = random(rng, np.float32, (3, 6)), random(rng, np.float32, (3, 6))
+    np.testing.assert_array_equal(np.asarray(jax.vmap(through)(jnp.asarray(rows), jnp.asarray(more))), rows + more)
+
+
+def test_traced_call_attribute_says_how_to_give_a_value(scale_add, rng):
+    x = random(rng, np.float32, (4,))
+    for transform in (jax.jit, jax.grad):
+        with pytest.raises(aotbench.AttrError) as info:
+            transform(lambda s: scale_add(x, x, s).sum() if transform is jax.grad else scale_add(x, x, s))(0.5)
+        assert "attribute 'alpha' is a " in str(info.value) and "static_argnums" in str(info.value)
+    alpha = float(rng.standard_normal())  # the way out: a static argument
+    static = jax.jit(lambda s: jax.pure_callback(scale_add, jax.ShapeDtypeStruct(x.shape, x.dtype), x, x, s),
+                     static_argnums=0)
+    np.testing.assert_allclose(np.asarray(static(alpha)), np.float32(alpha) * x + x, rtol=1e-6, atol=1e-6)
 
 
 def test_buffer_protocol_and_array_interface_still_read(combine, rng):

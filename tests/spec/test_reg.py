@@ -226,3 +226,22 @@ def test_registration_conflicts(session_cache):
     tpu = CustomRegOp("A").input(0, "x").input(1, "y").output(0, "z").target("TPU").get_op_info()
     with pytest.raises(aotbench.ArgumentError):
         aotbench.Custom(f"{PROBE_SRC}:AddCast", None, None, reg_info=tpu)
+
+
+def test_declared_value_types_are_kept_read_only_and_travel(rng):
+    """.attr's value_type is recorded (not "all" alone: every string given), read through a read-only view,
+    and an OpInfo whose view was read still pickles to an equal one."""
+    import pickle
+
+    import cloudpickle
+
+    value = float(rng.standard_normal())
+    reg = (CustomRegOp("A").input(0, "x").output(0, "y").attr("a", "required", "float")
+           .attr("b", "required", "all", value=value).attr("c", "required").get_op_info())
+    assert reg.value_types == (("a", "float"), ("b", "all")) and dict(reg.declared) == {"a": "float", "b": "all"}
+    assert reg.attrs[0].declared == "all"
+    with pytest.raises(TypeError):
+        reg.declared["a"] = "int"  # type: ignore[index]
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+        back = loads(dumps(reg))
+        assert back == reg and dict(back.declared) == dict(reg.declared)
