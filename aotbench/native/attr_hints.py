@@ -55,6 +55,11 @@ def value_instead(attr: TypedAttr, wanted: AttrKind) -> str:
     return _PYTHON.get(wanted, f"a value of the kind Attr<{wanted.cpp}> reads")
 
 
+def as_given(value: object) -> object:
+    """An attribute's value as a user gives it: lists where aotbench holds tuples (to keep it hashable)."""
+    return [as_given(v) for v in value] if isinstance(value, tuple) else value
+
+
 def _fits_int64(value: object) -> bool:
     return isinstance(value, float) and value.is_integer() and _INT64[0] <= value < 2.0**63
 
@@ -74,4 +79,4 @@ def advice(attr: TypedAttr, requested: AttrKind) -> str:
             f"kernel does not read); or read it as {readable}.")
 
 
-__all__ = ["DECLARED_KINDS", "advice", "declared_kinds", "value_instead"]
+__all__ = ["DECLARED_KINDS", "advice", "as_given", "declared_kinds", "value_instead"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from aotbench.native.attr_hints import DECLARED_KINDS, advice, declared_kinds, value_instead
+from aotbench.native.attr_hints import DECLARED_KINDS, advice, as_given, declared_kinds, value_instead
 from aotbench.native.attrs import AttrKind, typed
 
 
@@ -53,3 +53,9 @@ def test_call_and_declared_are_not_part_of_equality(rng):
     value = float(rng.standard_normal())
     assert typed("a", value, call=True, declared="float") == typed("a", value)
     assert hash(typed("a", value, call=True, declared="float")) == hash(typed("a", value))
+
+
+def test_values_are_shown_as_given(rng):
+    rows = [[float(v) for v in rng.standard_normal(2)], []]
+    assert as_given(typed("a", rows).value) == rows and as_given(typed("a", []).value) == []
+    assert as_given(typed("a", "t").value) == "t"

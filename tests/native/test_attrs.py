@@ -223,7 +223,7 @@ def test_mistyped_call_attribute_names_the_value_to_pass(scale_add, rng):
     n = int(rng.integers(2, 1000))
     for value, hint in [(n, f"Pass {float(n)!r} (a float) with the call, as its registration declares ('float')"),
                         (np.int32(n), f"Pass {float(n)!r} (a float) with the call"),
-                        (True, "Pass a Python float with the call"), ([0.5], "Pass a Python float with the call")]:
+                        (True, "Pass a Python float with the call"), ([0.5], "(value [0.5]); there is no implicit")]:
         with pytest.raises(aotbench.AttrError) as info:
             scale_add(x, x, value)
         text = str(info.value)
