@@ -72,9 +72,9 @@ class TypedAttr:
     kind: AttrKind
     value: object
     #: Given with each call (a call attribute), not registered with the op: said so in errors.
-    call: bool = field(default=False, compare=False)
+    call: bool = field(default=False, compare=False, repr=False)
     #: The value_type its registration declares (``.attr(name, "required", "float")``), for errors' advice.
-    declared: str | None = field(default=None, compare=False)
+    declared: str | None = field(default=None, compare=False, repr=False)
 
 
 def check_name(name: object) -> str:

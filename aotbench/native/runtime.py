@@ -415,7 +415,8 @@ class Runtime:
         else:
             attr = next((a for a in attrs if a.name == name), None) or TypedAttr(name, registered, None)
             given = "was given with the call as" if attr.call else "is registered as"
+            shown = attr_hints.as_given(attr.value)
             msg = (f"{function} read attribute {name!r} as Attr<{requested.cpp}>, but it {given} "
-                   f"{registered.cpp} (value {attr_hints.as_given(attr.value)!r}); there is no implicit conversion (nor in MindSpore). "
+                   f"{registered.cpp} (value {shown!r}); there is no implicit conversion (nor in MindSpore). "
                    f"{attr_hints.advice(attr, requested)} Registered attributes: {listing}.")
         return AttrError(msg, name=name, requested=requested.cpp, registered=registered.cpp, names=names)

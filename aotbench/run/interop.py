@@ -73,7 +73,6 @@ class Library:
             return self.from_dlpack(dlpack.export(out))
         return self.from_dlpack(out)  # a device array: it exports itself
 
-
     def _narrows(self, out: Any) -> bool:
         """Whether from_dlpack would turn ``out``'s dtype into a narrower one (then ``out`` is kept, and said)."""
         dtype = np.dtype(out.dtype)
