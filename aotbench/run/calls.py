@@ -15,6 +15,7 @@ import numpy as np
 
 from ..native.runtime import BAD_BUFFER, BUSY
 from . import prints
+from .interop import aligned_empty
 from .kernel import contiguous
 from .plan import Plan
 
@@ -38,16 +39,20 @@ def invoke(plan: Plan, arrays: tuple) -> Any:
     return retry(code, plan, arrays, outs)
 
 
-def invoke_filled(plan: Plan, arrays: tuple) -> Any:
+def invoke_filled(plan: Plan, arrays: tuple, alignment: int = 1) -> Any:
     """A call of a signature whose guarded first call found unwritten outputs: the outputs are filled with
     ``plan.fill`` (NaN for floats, see :func:`aotbench.run.plan.fill_value`) before the kernel runs, so what it
-    leaves unwritten never shows reused memory. Such plans are kept off the fast path's key."""
-    if plan.fill is None:
+    leaves unwritten never shows reused memory. Such plans are kept off the fast path's key. With ``alignment``
+    the outputs' data start at a multiple of that many bytes (what JAX needs to take them without a copy)."""
+    if plan.fill is None and alignment == 1:
         return invoke(plan, arrays)
     if plan.prints and prints.needs_capture():
         with prints.shown():
-            return invoke_filled(plan, arrays)
-    outs = tuple([np.full(s, v, d) for (s, d), v in zip(plan.outputs, plan.fill)])
+            return invoke_filled(plan, arrays, alignment)
+    outs = tuple([aligned_empty(s, d, alignment) for s, d in plan.outputs])
+    if plan.fill is not None:
+        for out, value in zip(outs, plan.fill):
+            out.fill(value)
     code = plan.runtime.call_buffers(plan.address, arrays, outs)
     if code:
         return retry(code, plan, arrays, outs)

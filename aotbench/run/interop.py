@@ -263,7 +263,9 @@ def checked_dtype(arr: Any, index: int, value: Any) -> None:
 
 
 def aligned_empty(shape: tuple, dtype: Any, alignment: int) -> np.ndarray:
-    """An uninitialised array whose data starts at a multiple of ``alignment`` bytes."""
+    """An uninitialised array whose data starts at a multiple of ``alignment`` bytes (numpy's own for 1)."""
+    if alignment <= 1:
+        return np.empty(shape, dtype)
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + alignment, np.uint8)

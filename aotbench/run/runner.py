@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import guard, prints
-from .calls import invoke_filled, retry
+from .calls import invoke_filled
 from .devices import CPU, Device
-from .interop import aligned_empty
 from .kernel import Kernel, contiguous
 from .plan import Plan, signature_key
 
@@ -67,30 +66,12 @@ class InProcess(Runner):
         def first(plan: Plan) -> Any:  # a kernel that stayed in bounds gets the fast path
             return guard.first_call(plan, tuple(contiguous(a, i) for i, a in enumerate(arrays)))
 
-        if caller is None:
-            return kernel.plans.call(signature_key(arrays, call_attrs), make, lambda plan: invoke_filled(plan, arrays),
-                                     first if kernel.spec.guard else None)
         # another library's inputs: outputs allocated so that its from_dlpack takes them as they are, handed back
-        run = (lambda plan: invoke_aligned(plan, arrays, caller.alignment)) if caller.alignment > 1 else \
-            (lambda plan: invoke_filled(plan, arrays))
-        return caller.wrap(kernel.plans.call(signature_key(arrays, call_attrs), make, run,
-                                             first if kernel.spec.guard else None))
+        alignment = caller.alignment if caller is not None else 1
+        result = kernel.plans.call(signature_key(arrays, call_attrs), make,
+                                   lambda plan: invoke_filled(plan, arrays, alignment),
+                                   first if kernel.spec.guard else None)
+        return result if caller is None else caller.wrap(result)
 
 
-def invoke_aligned(plan: Plan, arrays: tuple, alignment: int) -> Any:
-    """:func:`aotbench.run.calls.invoke_filled` with outputs whose data start at a multiple of ``alignment``
-    bytes (what JAX needs to take an output without copying it)."""
-    if plan.prints and prints.needs_capture():  # a library that can print: its stdout shown in order
-        with prints.shown():
-            return invoke_aligned(plan, arrays, alignment)
-    outs = tuple([aligned_empty(s, d, alignment) for s, d in plan.outputs])
-    if plan.fill is not None:  # as invoke_filled: what the kernel leaves unwritten never shows reused memory
-        for out, value in zip(outs, plan.fill):
-            out.fill(value)
-    code = plan.runtime.call_buffers(plan.address, arrays, outs)
-    if code:
-        return retry(code, plan, arrays, outs)
-    return outs[0] if plan.single else outs
-
-
-__all__ = ["InProcess", "Runner", "invoke_aligned"]
+__all__ = ["InProcess", "Runner"]
